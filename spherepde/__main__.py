@@ -1,0 +1,3 @@
+from spherepde.cli import main
+
+raise SystemExit(main())
