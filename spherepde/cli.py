@@ -108,6 +108,8 @@ def cmd_resume(args) -> int:
         res = runner.resume(args.run_dir, progress=False if args.quiet else None)
     except (FileNotFoundError, ValueError) as exc:
         return _fail(str(exc))
+    except KeyboardInterrupt:
+        return _fail("aborted by a second Ctrl-C; resume again from the last checkpoint with 'spherepde resume RUN_DIR'", 130)
     return _report(res, args.quiet)
 
 

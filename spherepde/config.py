@@ -211,6 +211,19 @@ def config_from_dict(data: dict, *, base_dir: Path | None = None) -> Config:
         sections[sec_name] = replace(proto, **kwargs)
     cfg = Config(**sections)
     _check_consistency(cfg, base_dir)
+    return _absolute_paths(cfg, base_dir or Path.cwd())
+
+
+_FILE_KEYS = (("weights", "init_file"), ("weights", "path_file"), ("initial", "file"), ("mesh", "file"))
+
+
+def _absolute_paths(cfg: Config, base: Path) -> Config:
+    """Make every relative file path absolute (against ``base``), so a run folder's config.toml
+    stays valid wherever it is loaded from."""
+    for sec, key in _FILE_KEYS:
+        value = getattr(getattr(cfg, sec), key)
+        if value and not Path(value).is_absolute():
+            cfg = replace(cfg, **{sec: replace(getattr(cfg, sec), **{key: str((base / value).resolve())})})
     return cfg
 
 
@@ -259,6 +272,8 @@ def _check_consistency(cfg: Config, base_dir: Path | None) -> None:
             raise ConfigError(f"solver.dt: the particle step {pdt} must be a whole multiple of weights.dt = {w.dt}")
         if not _is_multiple(out.record_dt, pdt):
             raise ConfigError(f"output.record_dt: {out.record_dt} must be a whole multiple of the particle step {pdt}")
+        if not _is_multiple(cfg.solver.T, pdt):
+            raise ConfigError(f"solver.T: T = {cfg.solver.T} must be a whole multiple of the particle step {pdt}")
     if not _is_multiple(out.snapshot_dt, out.record_dt):
         raise ConfigError(f"output.snapshot_dt: {out.snapshot_dt} must be a whole multiple of output.record_dt = {out.record_dt}")
     if w.process == "oscillating" and w.phase and model.d < 2:
@@ -301,12 +316,14 @@ def load_config(path, overrides: dict | None = None) -> Config:
         data.setdefault(sec, {})
         if not isinstance(data[sec], dict):
             raise ConfigError(f"[{sec}] must be a table")
+        if (sec, name) in _FILE_KEYS and isinstance(value, str) and value and not Path(value).is_absolute():
+            value = str((Path.cwd() / value).resolve())  # a path given on the command line is relative to the working folder
         data[sec][name] = value
     return config_from_dict(data, base_dir=path.parent)
 
 
 def _resolve_paths(data: dict, base: Path) -> dict:
-    for sec, key in (("weights", "init_file"), ("weights", "path_file"), ("initial", "file"), ("mesh", "file")):
+    for sec, key in _FILE_KEYS:
         v = data.get(sec, {}).get(key) if isinstance(data.get(sec), dict) else None
         if isinstance(v, str) and v and not Path(v).is_absolute():
             data[sec][key] = str((base / v).resolve())
@@ -323,7 +340,7 @@ def parse_override(text: str) -> tuple[str, Any]:
         raise ConfigError(f"--set {text!r}: expected section.key=value, e.g. --set solver.T=2")
     key, _, raw = text.partition("=")
     key = key.strip()
-    if key.count(".") != 1:
+    if key.count(".") != 1 or not all(part.strip() for part in key.split(".")):
         raise ConfigError(f"--set {text!r}: the key must be section.key, e.g. weights.seed")
     raw = raw.strip()
     try:
@@ -333,16 +350,23 @@ def parse_override(text: str) -> tuple[str, Any]:
     return key, value
 
 
-def config_to_toml(cfg: Config, *, comments: bool = True) -> str:
-    """The configuration as TOML text; with ``comments`` every key carries its description."""
+def _toml_value(value) -> str:
+    """One TOML value on one line (lists inline, so each key keeps its comment on its line)."""
     import tomli_w
 
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    return tomli_w.dumps({"v": value}).strip()[4:]
+
+
+def config_to_toml(cfg: Config, *, comments: bool = True) -> str:
+    """The configuration as TOML text; with ``comments`` every key carries its description."""
     lines = []
     for sec in fields(cfg):
         obj = getattr(cfg, sec.name)
         lines.append(f"[{sec.name}]")
         for f in fields(obj):
-            value = tomli_w.dumps({"v": getattr(obj, f.name)}).strip()[4:]
+            value = _toml_value(getattr(obj, f.name))
             line = f"{f.name} = {value}"
             if comments:
                 line = f"{line:<40} # {f.metadata['doc']}"

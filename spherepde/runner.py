@@ -71,8 +71,34 @@ class RunResult:
 
 
 # ----------------------------------------------------------------- building blocks
+class _FileContext:
+    """Re-raise a file-reading error (missing file, unreadable or object array, wrong shape)
+    as a ValueError that names the configuration key and the file."""
+
+    def __init__(self, key: str, file: str, active: bool = True):
+        self.key, self.file, self.active = key, str(file), active
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, etype, exc, tb):
+        if not self.active or exc is None or not isinstance(exc, (ValueError, OSError, zipfile.BadZipFile, EOFError)):
+            return False
+        msg = str(exc)
+        where = "" if self.file in msg else f" (file {self.file})"
+        prefix = "" if msg.startswith(self.key) else f"{self.key}: "
+        raise ValueError(f"{prefix}{msg}{where}") from exc
+
+
 def build_weight_path(cfg: Config, *, seed: int | None = None) -> WeightPath:
     """The weight path of a configuration (seed overrides ``weights.seed``)."""
+    with _FileContext("weights.path_file", cfg.weights.path_file, cfg.weights.process == "file"), _FileContext(
+        "weights.init_file", cfg.weights.init_file, cfg.weights.init == "file" and cfg.weights.process != "file"
+    ):
+        return _build_weight_path(cfg, seed=seed)
+
+
+def _build_weight_path(cfg: Config, *, seed: int | None = None) -> WeightPath:
     w, m = cfg.weights, cfg.model
     seed = w.seed if seed is None else seed
     if w.process == "file":
@@ -117,7 +143,10 @@ def build_weight_path(cfg: Config, *, seed: int | None = None) -> WeightPath:
 def build_mesh(cfg: Config):
     from spherepde.mesh import icosphere, read_mesh
 
-    return read_mesh(cfg.mesh.file) if cfg.mesh.file else icosphere(cfg.mesh.level)
+    if cfg.mesh.file:
+        with _FileContext("mesh.file", cfg.mesh.file):
+            return read_mesh(cfg.mesh.file)
+    return icosphere(cfg.mesh.level)
 
 
 def build_initial_density(cfg: Config, mesh):
@@ -135,7 +164,8 @@ def build_initial_density(cfg: Config, mesh):
         return densities.vmf_mixture(mesh, means, kappas, weights)
     if ini.kind == "harmonic":
         return densities.spherical_harmonic(mesh, ini.l, ini.m, ini.eps)
-    return densities.from_file(mesh, ini.file)
+    with _FileContext("initial.file", ini.file):
+        return densities.from_file(mesh, ini.file)
 
 
 def build_initial_tokens(cfg: Config):
@@ -143,10 +173,11 @@ def build_initial_tokens(cfg: Config):
 
     ini = cfg.initial
     kappas = np.broadcast_to(np.asarray(ini.kappas, float), (len(ini.means),)) if ini.kind == "vmf" else None
-    return initial_tokens(
-        ini.kind, ini.n, cfg.model.d, seed=ini.seed, sigma=ini.sigma, means=ini.means if ini.kind == "vmf" else None,
-        kappas=kappas, weights=ini.weights or None, file=ini.file or None,
-    )
+    with _FileContext("initial.file", ini.file, ini.kind == "file"):
+        return initial_tokens(
+            ini.kind, ini.n, cfg.model.d, seed=ini.seed, sigma=ini.sigma, means=ini.means if ini.kind == "vmf" else None,
+            kappas=kappas, weights=ini.weights or None, file=ini.file or None,
+        )
 
 
 def build_solver(cfg: Config, path: WeightPath, *, mesh=None):
@@ -333,11 +364,16 @@ def _attach_log(folder: Path):
     return handler
 
 
+def _n_records(cfg: Config) -> int:
+    """Number of record intervals: records at t = r * record_dt, the last one at T."""
+    return max(1, math.ceil(cfg.solver.T / cfg.output.record_dt - 1e-9))
+
+
 def _loop(cfg: Config, rf: _RunFolder, solver, path: WeightPath, mesh, *, start_record: int, wall0: float, progress: bool) -> str:
     """Advance the solver record by record; returns 'completed' or 'interrupted'."""
     T = cfg.solver.T
     rdt = cfg.output.record_dt
-    n_records = int(round(T / rdt))
+    n_records = _n_records(cfg)
     snap_every = int(round(cfg.output.snapshot_dt / rdt))
     columns = None
     bar = _Progress(T, start_record * rdt, progress)
@@ -347,7 +383,7 @@ def _loop(cfg: Config, rf: _RunFolder, solver, path: WeightPath, mesh, *, start_
         with _SigintGuard() as guard, open(rf.csv, "a", newline="") as fh:
             writer = csv.writer(fh)
             for r in range(start_record, n_records + 1):
-                t_r = min(r * rdt, T)
+                t_r = T if r == n_records else min(r * rdt, T)
                 if r > 0:
                     solver.advance(t_r)
                 row = solver.record()
@@ -406,16 +442,17 @@ def run(cfg: Config, *, out: str | Path | None = None, force: bool = False, prog
     if seed is not None and seed != cfg.weights.seed:
         cfg = cfg.with_overrides({"weights.seed": seed})
     folder = Path(out) if out is not None else Path(cfg.run.out) / (cfg.run.name or default_run_name(cfg))
-    if folder.exists() and any(folder.iterdir()):
-        if not force:
-            raise RunExistsError(f"run folder {folder} exists already; choose another name, pass --force to overwrite it, or 'spherepde resume {folder}' to continue it")
-        shutil.rmtree(folder)
+    exists = folder.exists() and any(folder.iterdir())
+    if exists and not force:
+        raise RunExistsError(f"run folder {folder} exists already; choose another name, pass --force to overwrite it, or 'spherepde resume {folder}' to continue it")
     progress = sys.stderr.isatty() if progress is None else progress
     wall0 = time.monotonic()
-    # build everything before writing anything, so bad input leaves no folder behind
+    # build everything before writing (or deleting) anything, so bad input leaves the disk as it was
     path = build_weight_path(cfg)
     mesh = build_mesh(cfg) if cfg.run.solver == "mesh" else None
     solver = build_solver(cfg, path, mesh=mesh)
+    if exists:
+        shutil.rmtree(folder)
     folder.mkdir(parents=True, exist_ok=True)
     rf = _RunFolder(folder)
     handler = _attach_log(folder)
@@ -448,6 +485,14 @@ def resume(folder, *, progress: bool | None = None) -> RunResult:
     folder = Path(folder)
     if not (folder / "config.toml").is_file():
         raise FileNotFoundError(f"{folder} is not a spherepde run folder (no config.toml)")
+    summary_file = folder / "summary.json"
+    if summary_file.is_file():
+        try:
+            summary = json.loads(summary_file.read_text())
+        except ValueError:
+            summary = {}
+        if isinstance(summary, dict) and "paths" in summary:  # a Monte-Carlo folder
+            return _resume_monte_carlo(folder, summary, progress=progress)
     cfg = load_config(folder / "config.toml")
     rf = _RunFolder(folder)
     state, meta = rf.read_checkpoint()
@@ -460,7 +505,7 @@ def resume(folder, *, progress: bool | None = None) -> RunResult:
     solver = build_solver(cfg, path, mesh=mesh)
     solver.set_state(_state_scalars(state))
     r0 = int(meta["record"])
-    n_records = int(round(cfg.solver.T / cfg.output.record_dt))
+    n_records = _n_records(cfg)
     # drop rows written after the checkpoint
     with open(rf.csv, newline="") as fh:
         rows = list(csv.reader(fh))
@@ -489,20 +534,57 @@ def monte_carlo(cfg: Config, *, paths: int | None = None, out=None, force: bool 
 
     Each path is a complete run folder ``path-NNN`` inside the Monte-Carlo folder;
     ``diagnostics_mean.csv`` and ``diagnostics_std.csv`` hold the mean and standard
-    deviation of every diagnostic over the paths at each record time.
+    deviation (ddof = 1) of every diagnostic over the paths at each record time. A Ctrl-C
+    stops after the current path's checkpoint (status ``interrupted``); :func:`resume` on
+    the Monte-Carlo folder finishes the remaining paths and aggregates.
     """
     paths = cfg.montecarlo.paths if paths is None else paths
     folder = Path(out) if out is not None else Path(cfg.run.out) / (cfg.run.name or default_run_name(cfg).replace("-seed", "-mc-seed"))
-    if folder.exists() and any(folder.iterdir()) and not force:
+    exists = folder.exists() and any(folder.iterdir())
+    if exists and not force:
         raise RunExistsError(f"Monte-Carlo folder {folder} exists already; choose another name or pass --force")
-    if folder.exists() and force:
+    # check the inputs (files, shapes) before writing or deleting anything
+    path0 = build_weight_path(cfg)
+    build_solver(cfg, path0, mesh=build_mesh(cfg) if cfg.run.solver == "mesh" else None)
+    del path0
+    if exists:
         shutil.rmtree(folder)
     folder.mkdir(parents=True, exist_ok=True)
     _atomic_write_text(folder / "config.toml", config_to_toml(cfg))
+    _write_mc_summary(folder, cfg, paths, "running")
+    return _monte_carlo_paths(cfg, folder, paths, progress=progress)
+
+
+def _mc_seeds(cfg: Config, paths: int) -> list[int]:
+    return [cfg.weights.seed + i for i in range(paths)]
+
+
+def _write_mc_summary(folder: Path, cfg: Config, paths: int, status: str, extra: dict | None = None) -> None:
+    summary = {"status": status, "paths": paths, "seeds": _mc_seeds(cfg, paths), "versions": _versions()}
+    if status != "completed":
+        summary["resume_command"] = f"spherepde resume {folder}"
+    summary.update(extra or {})
+    _atomic_write_text(folder / "summary.json", json.dumps(summary, indent=2, default=lambda x: None))
+
+
+def _monte_carlo_paths(cfg: Config, folder: Path, paths: int, *, progress, resuming: bool = False) -> RunResult:
     results = []
-    for i in range(paths):
-        seed = cfg.weights.seed + i
-        results.append(run(cfg, out=folder / f"path-{i:03d}", progress=progress, seed=seed).diagnostics)
+    for i, seed in enumerate(_mc_seeds(cfg, paths)):
+        sub = folder / f"path-{i:03d}"
+        status = None
+        if resuming and (sub / "summary.json").is_file():
+            status = json.loads((sub / "summary.json").read_text()).get("status")
+        if status == "completed":
+            res = RunResult(sub, "completed", read_diagnostics(sub / "diagnostics.csv"))
+        elif resuming and any(p.is_file() for p in _RunFolder(sub).checkpoint_paths()):
+            res = resume(sub, progress=progress)
+        else:
+            res = run(cfg, out=sub, force=resuming, progress=progress, seed=seed)
+        if res.status != "completed":
+            log.warning("Monte-Carlo interrupted in path %d; continue with: spherepde resume %s", i, folder)
+            _write_mc_summary(folder, cfg, paths, "interrupted", {"paths_completed": i})
+            return RunResult(folder, "interrupted", {})
+        results.append(res.diagnostics)
     cols = list(results[0])
     stack = {c: np.stack([r[c] for r in results]) for c in cols}
     mean = {c: stack[c].mean(axis=0) for c in cols}
@@ -513,6 +595,13 @@ def monte_carlo(cfg: Config, *, paths: int | None = None, out=None, force: bool 
             w.writerow(cols)
             for k in range(len(table["t"])):
                 w.writerow([repr(float(table[c][k])) for c in cols])
-    json_summary = {"status": "completed", "paths": paths, "seeds": [cfg.weights.seed + i for i in range(paths)], "final_mean": {c: float(mean[c][-1]) for c in cols}, "final_std": {c: float(std[c][-1]) for c in cols}, "versions": _versions()}
-    _atomic_write_text(folder / "summary.json", json.dumps(json_summary, indent=2, default=lambda x: None))
+    def finite(x) -> float | None:
+        return float(x) if math.isfinite(x) else None
+
+    _write_mc_summary(folder, cfg, paths, "completed", {"final_mean": {c: finite(mean[c][-1]) for c in cols}, "final_std": {c: finite(std[c][-1]) for c in cols}})
     return RunResult(folder, "completed", {"mean": mean, "std": std, "paths": stack})
+
+
+def _resume_monte_carlo(folder: Path, summary: dict, *, progress) -> RunResult:
+    cfg = load_config(folder / "config.toml")
+    return _monte_carlo_paths(cfg, folder, int(summary["paths"]), progress=progress, resuming=True)
