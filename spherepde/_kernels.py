@@ -12,13 +12,17 @@ The softmax average of head h is a_h = V_h Y_h / Z_h; for gradient heads
 grad Z_h = D_h Y_h. Q_h enters the Ito correction of the partial time derivative of
 the energy (MODEL.md section 4).
 
-Overflow: every exponent is shifted by the head's bound c_h >= max |x^T A_h y|
-(the spectral norm, computed by the caller), so all exponentials are <= 1; the
-returned Z and Y are *scaled*: Z_true = exp(c_h) Z_returned. Callers use
-:func:`attention_moments`, which undoes the scaling (or returns log Z).
+Overflow: for each target x_i and head h every exponent is shifted by
+c_ih = max_j x_i^T A_h y_j over the sources with positive weight (a running maximum,
+i.e. an online log-sum-exp), so all exponentials are <= 1 and the largest is exactly 1:
+neither overflow nor a total underflow of Z can occur, whatever ||A_h||. The kernel
+returns *scaled* sums, Z_true = exp(c_ih) Z_returned, and the shifts c_ih; callers use
+:func:`attention_moments`, which undoes the scaling (or returns log Z = log Z_returned
++ c_ih, finite for any ||A_h||).
 
 Kernels are per-target gathers (``prange`` over targets, no shared writes), so the
-result is independent of the thread count.
+result is independent of the thread count; small problems run serially (same
+per-target code, bit-identical results) to avoid the thread-pool start-up cost.
 """
 
 from __future__ import annotations
@@ -30,47 +34,75 @@ from spherepde._numba import njit, prange
 __all__ = ["attention_moments", "attention_moments_reference"]
 
 
-@njit(parallel=True)
-def _attention_moments_kernel(X, Y, w, A, shift, want_q, Z, M, Q):  # pragma: no cover - compiled
-    m, d = X.shape
+@njit
+def _moments_one_target(i, X, Y, w, A, want_q, C, Z, M, Q):  # pragma: no cover - compiled
+    """All heads' sums for target i (the same operations, in the same order, whichever
+    driver calls it, so the serial and the parallel kernel agree bit for bit)."""
+    d = X.shape[1]
     n = Y.shape[0]
     H = A.shape[0]
-    for i in prange(m):
-        b = np.empty(d)
-        for h in range(H):
-            # b = A_h^T x_i, so that x_i^T A_h y_j = b . y_j
+    b = np.empty(d)
+    mom = np.empty(d)
+    for h in range(H):
+        # b = A_h^T x_i, so that x_i^T A_h y_j = b . y_j
+        for k in range(d):
+            s = 0.0
+            for l in range(d):
+                s += A[h, l, k] * X[i, l]
+            b[k] = s
+        z = 0.0
+        q = 0.0
+        for k in range(d):
+            mom[k] = 0.0
+        # running maximum c of the exponents of the sources with positive weight
+        # (online log-sum-exp): every exponential is <= 1 and the largest is 1,
+        # so neither overflow nor a total underflow can occur
+        c = -np.inf
+        for j in range(n):
+            if w[j] == 0.0:
+                continue
+            e = 0.0
             for k in range(d):
-                s = 0.0
-                for l in range(d):
-                    s += A[h, l, k] * X[i, l]
-                b[k] = s
-            z = 0.0
-            q = 0.0
-            mom = np.zeros(d)
-            c = shift[h]
-            for j in range(n):
-                e = 0.0
+                e += b[k] * Y[j, k]
+            if e > c:
+                r = np.exp(c - e)
+                z *= r
+                q *= r
                 for k in range(d):
-                    e += b[k] * Y[j, k]
-                ew = w[j] * np.exp(e - c)
-                z += ew
-                for k in range(d):
-                    mom[k] += ew * Y[j, k]
-                if want_q:
-                    xy = 0.0
-                    for k in range(d):
-                        xy += X[i, k] * Y[j, k]
-                    q += ew * xy * xy
-            Z[i, h] = z
+                    mom[k] *= r
+                c = e
+            ew = w[j] * np.exp(e - c)
+            z += ew
             for k in range(d):
-                M[i, h, k] = mom[k]
+                mom[k] += ew * Y[j, k]
             if want_q:
-                Q[i, h] = q
+                xy = 0.0
+                for k in range(d):
+                    xy += X[i, k] * Y[j, k]
+                q += ew * xy * xy
+        C[i, h] = c
+        Z[i, h] = z
+        for k in range(d):
+            M[i, h, k] = mom[k]
+        if want_q:
+            Q[i, h] = q
 
 
-def _shifts(A: np.ndarray) -> np.ndarray:
-    """Per-head bound c_h = ||A_h||_2 >= |x^T A_h y| for unit x, y."""
-    return np.linalg.norm(A, ord=2, axis=(1, 2))
+@njit(parallel=True)
+def _attention_moments_kernel(X, Y, w, A, want_q, C, Z, M, Q):  # pragma: no cover - compiled
+    for i in prange(X.shape[0]):
+        _moments_one_target(i, X, Y, w, A, want_q, C, Z, M, Q)
+
+
+@njit
+def _attention_moments_kernel_serial(X, Y, w, A, want_q, C, Z, M, Q):  # pragma: no cover - compiled
+    for i in range(X.shape[0]):
+        _moments_one_target(i, X, Y, w, A, want_q, C, Z, M, Q)
+
+
+#: Below this many (target, source, head) triples the serial kernel is used: starting
+#: the thread pool costs ~0.5 ms (far more on a loaded machine), ~40k triples of work.
+_PARALLEL_MIN_WORK = 50_000
 
 
 def attention_moments(X, Y, w, A, *, want_q: bool = False, log: bool = False):
@@ -96,24 +128,26 @@ def attention_moments(X, Y, w, A, *, want_q: bool = False, log: bool = False):
     Y = np.ascontiguousarray(Y, dtype=np.float64)
     w = np.ascontiguousarray(w, dtype=np.float64)
     A = np.ascontiguousarray(A, dtype=np.float64)
+    if X.ndim != 2 or Y.ndim != 2 or A.ndim != 3 or X.shape[1] != Y.shape[1] or A.shape[1:] != (X.shape[1],) * 2 or w.shape != (Y.shape[0],):
+        raise ValueError(
+            f"attention_moments: inconsistent shapes X{X.shape}, Y{Y.shape}, w{w.shape}, A{A.shape}; "
+            "expected X (m, d), Y (n, d), w (n,), A (H, d, d)"
+        )
     m, d = X.shape
     H = A.shape[0]
-    if Y.shape[1] != d or A.shape[1:] != (d, d) or w.shape != (Y.shape[0],):
-        raise ValueError(
-            f"attention_moments: inconsistent shapes X{X.shape}, Y{Y.shape}, w{w.shape}, A{A.shape}"
-        )
-    shift = _shifts(A)
+    C = np.empty((m, H))
     Z = np.empty((m, H))
     Mom = np.empty((m, H, d))
     Q = np.empty((m, H) if want_q else (0, 0))
-    _attention_moments_kernel(X, Y, w, A, shift, bool(want_q), Z, Mom, Q)
+    kernel = _attention_moments_kernel if m * Y.shape[0] * H >= _PARALLEL_MIN_WORK else _attention_moments_kernel_serial
+    kernel(X, Y, w, A, bool(want_q), C, Z, Mom, Q)
     if log:
         Mom /= Z[:, :, None]
         if want_q:
             Q = Q / Z
-        logZ = np.log(Z) + shift[None, :]
+        logZ = np.log(Z) + C
         return logZ, Mom, (Q if want_q else None)
-    scale = np.exp(shift)[None, :]
+    scale = np.exp(C)
     Z *= scale
     Mom *= scale[:, :, None]
     if want_q:

@@ -117,6 +117,10 @@ class DriftProcess:
     sigma: float = 0.0
     name = "drift"
 
+    def __post_init__(self):
+        if not callable(self.fn):
+            raise TypeError(f"DriftProcess needs a callable fn(D, t) -> f, got {self.fn!r}")
+
     def drift(self, D: np.ndarray, t: float) -> np.ndarray:
         f = np.asarray(self.fn(D.copy(), float(t)), dtype=float)
         if f.shape != D.shape:
@@ -242,15 +246,23 @@ def _read_array(file, key: str) -> np.ndarray:
     path = Path(file)
     if not path.is_file():
         raise FileNotFoundError(f"file not found: {path}")
-    data = np.load(path, allow_pickle=False)
+    try:
+        data = np.load(path, allow_pickle=False)
+    except (ValueError, OSError, EOFError) as exc:
+        raise ValueError(f"{path}: not a readable NumPy .npy/.npz array file ({exc})") from exc
     if isinstance(data, np.lib.npyio.NpzFile):
         with data:
             if key in data.files:
-                return np.array(data[key])
-            if len(data.files) == 1:
-                return np.array(data[data.files[0]])
-            raise ValueError(f"{path}: expected an array named {key!r} (found {data.files})")
-    return np.array(data)
+                arr = np.array(data[key])
+            elif len(data.files) == 1:
+                arr = np.array(data[data.files[0]])
+            else:
+                raise ValueError(f"{path}: expected an array named {key!r} (found {data.files})")
+    else:
+        arr = np.array(data)
+    if not (np.issubdtype(arr.dtype, np.floating) or np.issubdtype(arr.dtype, np.integer)):
+        raise ValueError(f"{path}: expected a real numeric array, got dtype {arr.dtype}")
+    return arr
 
 
 # ---------------------------------------------------------------------------- the path
@@ -416,7 +428,7 @@ def _simulate(process, D0: np.ndarray, T: float, dt: float, rng, scheme: str):
             M = process.mean_matrix(d)[None]
             kap = process.kappa
             decay = math.exp(-kap * dt)
-            std = sigma * math.sqrt((1 - math.exp(-2 * kap * dt)) / (2 * kap)) if kap > 0 else sigma * math.sqrt(dt)
+            std = sigma * math.sqrt((1 - math.exp(-2 * kap * dt)) / (2 * kap)) if kap != 0 else sigma * math.sqrt(dt)
             noise = std * _sym_noise(rng, H, d) if sigma > 0 else 0.0
             D[k + 1] = M + decay * (D[k] - M) + noise
             if sigma > 0:
@@ -529,7 +541,7 @@ def weight_path_from_arrays(D, dt: float, *, sign: float = -1.0, V=None) -> Weig
     grid point repeats the last slope) and there is no noise. With ``V`` given the heads
     are general (A = D); otherwise gradient heads with V = s D.
     """
-    D = np.asarray(D, float)
+    D = np.array(D, dtype=float)  # a copy: the path makes its arrays read-only
     if D.ndim != 4 or D.shape[2] != D.shape[3] or D.shape[0] < 2:
         raise ValueError(f"matrices must have shape (K+1, H, d, d) with K >= 1, got {D.shape}")
     if not np.all(np.isfinite(D)):
@@ -541,4 +553,4 @@ def weight_path_from_arrays(D, dt: float, *, sign: float = -1.0, V=None) -> Weig
         if not np.allclose(D, np.swapaxes(D, 2, 3), atol=1e-12):
             raise ValueError("gradient heads need symmetric matrices; pass V for general heads")
         V = sign * D
-    return WeightPath(dt=float(dt), A=D, V=np.asarray(V, float), drift=drift, dM=np.zeros_like(slope), sigma=0.0, heads=heads, sign=float(sign), meta={"process": "file"})
+    return WeightPath(dt=float(dt), A=D, V=np.array(V, dtype=float), drift=drift, dM=np.zeros_like(slope), sigma=0.0, heads=heads, sign=float(sign), meta={"process": "file"})
