@@ -229,8 +229,12 @@ def main(argv=None) -> int:
     if not getattr(args, "command", None):
         parser.print_help()
         return 0
+    saved = (list(log.handlers), log.level, log.propagate)
     _setup_logging(args.verbose, args.quiet)
-    return int(args.func(args) or 0)
+    try:
+        return int(args.func(args) or 0)
+    finally:  # leave the library logger as we found it (main() may be called in-process)
+        log.handlers[:], log.level, log.propagate = saved
 
 
 if __name__ == "__main__":  # pragma: no cover
