@@ -29,7 +29,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from spherepde._numba import njit, prange
+import math
+
+from spherepde._numba import SIMD_FASTMATH, njit, prange
 
 __all__ = ["attention_moments", "attention_moments_reference"]
 
@@ -100,12 +102,125 @@ def _attention_moments_kernel_serial(X, Y, w, A, want_q, C, Z, M, Q):  # pragma:
         _moments_one_target(i, X, Y, w, A, want_q, C, Z, M, Q)
 
 
+
+# ----------------------------------------------------------------- SIMD path, d = 3
+#: Chunk of sources whose exponentials are computed into a small buffer (L1-resident).
+_CHUNK = 256
+#: The SIMD path is used while every ||A_h||_2 <= this bound (then exponents lie in
+#: [-2c, 0] with c = ||A_h||_2 <= 64: no overflow, no total underflow).
+_SIMD_MAX_NORM = 64.0
+
+
+@njit(fastmath=SIMD_FASTMATH)
+def _moments_one_target3(i, X, Y0, Y1, Y2, w, A, shift, nsq, want_q, Z, M, Q):  # pragma: no cover - compiled
+    """d = 3 sums for target i with a vectorisable exponential.
+
+    exp(s - c) = p(r)^(2^k) with r = (s - c) / 2^k in [-1/2, 0] and p the degree-14
+    Taylor polynomial of exp (truncation error < 3e-17 relative; k squarings amplify
+    it to < 2^k * 3e-17). No libm call in the inner loops, so LLVM vectorises them;
+    the reductions are reassociated (fastmath 'reassoc'), so the result differs from
+    the plain loop by round-off only and does not depend on the thread count.
+    """
+    n = Y0.shape[0]
+    H = A.shape[0]
+    buf = np.empty(_CHUNK)
+    x0 = X[i, 0]
+    x1 = X[i, 1]
+    x2 = X[i, 2]
+    for h in range(H):
+        b0 = A[h, 0, 0] * x0 + A[h, 1, 0] * x1 + A[h, 2, 0] * x2
+        b1 = A[h, 0, 1] * x0 + A[h, 1, 1] * x1 + A[h, 2, 1] * x2
+        b2 = A[h, 0, 2] * x0 + A[h, 1, 2] * x1 + A[h, 2, 2] * x2
+        c = shift[h]
+        ns = nsq[h]
+        scale = 1.0 / (2.0**ns)
+        z = 0.0
+        m0 = 0.0
+        m1 = 0.0
+        m2 = 0.0
+        q = 0.0
+        for s in range(0, n, _CHUNK):
+            L = min(_CHUNK, n - s)
+            for jj in range(L):
+                j = s + jj
+                r = (b0 * Y0[j] + b1 * Y1[j] + b2 * Y2[j] - c) * scale
+                p = 1.0 / 87178291200.0
+                p = p * r + 1.0 / 6227020800.0
+                p = p * r + 1.0 / 479001600.0
+                p = p * r + 1.0 / 39916800.0
+                p = p * r + 1.0 / 3628800.0
+                p = p * r + 1.0 / 362880.0
+                p = p * r + 1.0 / 40320.0
+                p = p * r + 1.0 / 5040.0
+                p = p * r + 1.0 / 720.0
+                p = p * r + 1.0 / 120.0
+                p = p * r + 1.0 / 24.0
+                p = p * r + 1.0 / 6.0
+                p = p * r + 0.5
+                p = p * r + 1.0
+                p = p * r + 1.0
+                buf[jj] = p
+            for _ in range(ns):
+                for jj in range(L):
+                    buf[jj] = buf[jj] * buf[jj]
+            if want_q:
+                for jj in range(L):
+                    j = s + jj
+                    ew = w[j] * buf[jj]
+                    z += ew
+                    m0 += ew * Y0[j]
+                    m1 += ew * Y1[j]
+                    m2 += ew * Y2[j]
+                    xy = x0 * Y0[j] + x1 * Y1[j] + x2 * Y2[j]
+                    q += ew * xy * xy
+            else:
+                for jj in range(L):
+                    j = s + jj
+                    ew = w[j] * buf[jj]
+                    z += ew
+                    m0 += ew * Y0[j]
+                    m1 += ew * Y1[j]
+                    m2 += ew * Y2[j]
+        Z[i, h] = z
+        M[i, h, 0] = m0
+        M[i, h, 1] = m1
+        M[i, h, 2] = m2
+        if want_q:
+            Q[i, h] = q
+
+
+@njit(parallel=True, fastmath=SIMD_FASTMATH)
+def _kernel3(X, Y0, Y1, Y2, w, A, shift, nsq, want_q, Z, M, Q):  # pragma: no cover - compiled
+    for i in prange(X.shape[0]):
+        _moments_one_target3(i, X, Y0, Y1, Y2, w, A, shift, nsq, want_q, Z, M, Q)
+
+
+@njit(fastmath=SIMD_FASTMATH)
+def _kernel3_serial(X, Y0, Y1, Y2, w, A, shift, nsq, want_q, Z, M, Q):  # pragma: no cover - compiled
+    for i in range(X.shape[0]):
+        _moments_one_target3(i, X, Y0, Y1, Y2, w, A, shift, nsq, want_q, Z, M, Q)
+
+
+def _simd3(X, Y, w, A, want_q, parallel):
+    """The d = 3 SIMD path; returns (C, Z, M, Q) with the true sums = exp(C) * (Z, M, Q)."""
+    m = X.shape[0]
+    H = A.shape[0]
+    shift = np.linalg.norm(A, ord=2, axis=(1, 2))
+    nsq = np.array([max(0, math.ceil(math.log2(4.0 * c))) if c > 0.125 else 0 for c in shift], dtype=np.int64)
+    Z = np.empty((m, H))
+    M = np.empty((m, H, 3))
+    Q = np.empty((m, H) if want_q else (0, 0))
+    Yt = np.ascontiguousarray(Y.T)
+    kern = _kernel3 if parallel else _kernel3_serial
+    kern(X, Yt[0], Yt[1], Yt[2], w, A, shift, nsq, bool(want_q), Z, M, Q)
+    return np.broadcast_to(shift[None, :], (m, H)), Z, M, Q
+
 #: Below this many (target, source, head) triples the serial kernel is used: starting
 #: the thread pool costs ~0.5 ms (far more on a loaded machine), ~40k triples of work.
 _PARALLEL_MIN_WORK = 50_000
 
 
-def attention_moments(X, Y, w, A, *, want_q: bool = False, log: bool = False):
+def attention_moments(X, Y, w, A, *, want_q: bool = False, log: bool = False, simd: bool = True):
     """Attention sums Z_h, Y_h (and Q_h) at targets X over weighted sources Y.
 
     Parameters
@@ -117,6 +232,9 @@ def attention_moments(X, Y, w, A, *, want_q: bool = False, log: bool = False):
     want_q : also return Q_h(x_i) = sum_j w_j e^{x_i A_h y_j} (x_i . y_j)^2.
     log : return log Z and the moments divided by Z (Y/Z, Q/Z) instead of the raw
         sums; this form never overflows.
+    simd : for d = 3 and ||A_h||_2 <= 64 use the vectorised kernel (polynomial
+        exponential, reassociated sums; agrees with the scalar one to ~1e-14);
+        ``False`` forces the scalar online-log-sum-exp kernel (any d, any ||A||).
 
     Returns
     -------
@@ -135,12 +253,16 @@ def attention_moments(X, Y, w, A, *, want_q: bool = False, log: bool = False):
         )
     m, d = X.shape
     H = A.shape[0]
-    C = np.empty((m, H))
-    Z = np.empty((m, H))
-    Mom = np.empty((m, H, d))
-    Q = np.empty((m, H) if want_q else (0, 0))
-    kernel = _attention_moments_kernel if m * Y.shape[0] * H >= _PARALLEL_MIN_WORK else _attention_moments_kernel_serial
-    kernel(X, Y, w, A, bool(want_q), C, Z, Mom, Q)
+    parallel = m * Y.shape[0] * H >= _PARALLEL_MIN_WORK
+    if d == 3 and (H == 0 or np.linalg.norm(A, ord=2, axis=(1, 2)).max() <= _SIMD_MAX_NORM) and simd:
+        C, Z, Mom, Q = _simd3(X, Y, w, A, want_q, parallel)
+    else:
+        C = np.empty((m, H))
+        Z = np.empty((m, H))
+        Mom = np.empty((m, H, d))
+        Q = np.empty((m, H) if want_q else (0, 0))
+        kernel = _attention_moments_kernel if parallel else _attention_moments_kernel_serial
+        kernel(X, Y, w, A, bool(want_q), C, Z, Mom, Q)
     if log:
         Mom /= Z[:, :, None]
         if want_q:
