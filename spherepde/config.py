@@ -34,7 +34,7 @@ def _fl(default, doc, **checks):
 
 @dataclass(frozen=True)
 class RunSection:
-    solver: str = _f("particles", "which solver: 'particles' (tokens) or 'mesh' (finite-volume density)", choices=("particles", "mesh"))
+    solver: str = _f("particles", "which solver: 'particles' (tokens), 'mesh' (finite-volume density) or 'both' (mesh + tokens sampled from it, same weight path)", choices=("particles", "mesh", "both"))
     name: str = _f("", "run folder name inside 'out' (empty: <solver>-<process>-H<H>-seed<seed>)")
     out: str = _f("runs", "parent folder for run folders")
 
@@ -234,16 +234,18 @@ def _is_multiple(a: float, b: float) -> bool:
 
 def _check_consistency(cfg: Config, base_dir: Path | None) -> None:
     solver, model, w, ini, out = cfg.run.solver, cfg.model, cfg.weights, cfg.initial, cfg.output
-    if solver == "mesh" and model.d != 3:
+    if solver == "both" and cfg.solver.dt:
+        raise ConfigError("solver.dt: with run.solver = 'both' the mesh step is adaptive (dt = 0) and tokens use the weight grid step")
+    if solver in ("mesh", "both") and model.d != 3:
         raise ConfigError(f"model.d: the mesh solver works on S^2 (d = 3), got d = {model.d}; use run.solver = 'particles' for other d")
     integ = cfg.integrator
     if solver == "particles" and integ not in ("euler", "heun"):
         raise ConfigError(f"solver.integrator: {integ!r} is a mesh integrator; particles use 'euler' or 'heun'")
-    if solver == "mesh" and integ not in ("euler", "ssprk2", "ssprk3"):
+    if solver in ("mesh", "both") and integ not in ("euler", "ssprk2", "ssprk3"):
         raise ConfigError(f"solver.integrator: {integ!r} is a particle integrator; the mesh solver uses 'euler', 'ssprk2' or 'ssprk3'")
-    if solver == "mesh" and model.heads == "general" and cfg.solver.velocity == "potential":
+    if solver in ("mesh", "both") and model.heads == "general" and cfg.solver.velocity == "potential":
         raise ConfigError("solver.velocity: 'potential' needs gradient heads; use velocity = 'midpoint' for model.heads = 'general'")
-    if ini.kind == "harmonic" and solver != "mesh":
+    if ini.kind == "harmonic" and solver == "particles":
         raise ConfigError("initial.kind: 'harmonic' is a mesh density; particles use 'octahedral', 'uniform', 'vmf' or 'file'")
     if ini.kind == "harmonic" and abs(ini.m) > ini.l:
         raise ConfigError(f"initial.m: need |m| <= l, got m = {ini.m}, l = {ini.l}")

@@ -189,6 +189,14 @@ def build_solver(cfg: Config, path: WeightPath, *, mesh=None):
     from spherepde.meshsolver import MeshSolver
 
     mesh = mesh if mesh is not None else build_mesh(cfg)
+    if cfg.run.solver == "both":
+        from spherepde.coupled import CoupledSolver
+
+        ms = MeshSolver(
+            mesh, build_initial_density(cfg, mesh), path, velocity=cfg.solver.velocity, order=cfg.solver.order,
+            integrator=cfg.integrator, cfl=cfg.solver.cfl, dt=None,
+        )
+        return CoupledSolver(ms, cfg.initial.n, seed=cfg.initial.seed)
     return MeshSolver(
         mesh, build_initial_density(cfg, mesh), path, velocity=cfg.solver.velocity, order=cfg.solver.order,
         integrator=cfg.integrator, cfl=cfg.solver.cfl, dt=cfg.solver.dt or None,
@@ -316,14 +324,15 @@ def _finalise_snapshots(rf: _RunFolder, cfg: Config) -> None:
     files = sorted(rf.snapdir.glob("[0-9]*.npz"))
     if not files:
         return
-    ts, vals, key = [], [], None
+    ts, vals = [], {}
     for f in files:
         with np.load(f, allow_pickle=False) as z:
-            key = "rho" if "rho" in z.files else "X"
             ts.append(float(z["t"]))
-            vals.append(np.array(z[key]))
-    _atomic_savez(rf.folder / "snapshots.npz", t=np.array(ts), **{key: np.stack(vals)})
-    if key == "rho" and cfg.output.vtk:
+            for k in z.files:
+                if k != "t":
+                    vals.setdefault(k, []).append(np.array(z[k]))
+    _atomic_savez(rf.folder / "snapshots.npz", t=np.array(ts), **{k: np.stack(v) for k, v in vals.items()})
+    if "rho" in vals and cfg.output.vtk:
         from spherepde.io import write_pvd
 
         write_pvd(rf.folder / "density.pvd", [(t, f"vtk/density_{i:06d}.vtp") for i, t in enumerate(ts)])
@@ -449,7 +458,7 @@ def run(cfg: Config, *, out: str | Path | None = None, force: bool = False, prog
     wall0 = time.monotonic()
     # build everything before writing (or deleting) anything, so bad input leaves the disk as it was
     path = build_weight_path(cfg)
-    mesh = build_mesh(cfg) if cfg.run.solver == "mesh" else None
+    mesh = build_mesh(cfg) if cfg.run.solver in ("mesh", "both") else None
     solver = build_solver(cfg, path, mesh=mesh)
     if exists:
         shutil.rmtree(folder)
@@ -498,7 +507,7 @@ def resume(folder, *, progress: bool | None = None) -> RunResult:
     state, meta = rf.read_checkpoint()
     path = WeightPath.load(folder / "weights.npz")
     mesh = None
-    if cfg.run.solver == "mesh":
+    if cfg.run.solver in ("mesh", "both"):
         from spherepde.mesh import SphereMesh
 
         mesh = SphereMesh.load(folder / "mesh.npz")
@@ -545,7 +554,7 @@ def monte_carlo(cfg: Config, *, paths: int | None = None, out=None, force: bool 
         raise RunExistsError(f"Monte-Carlo folder {folder} exists already; choose another name or pass --force")
     # check the inputs (files, shapes) before writing or deleting anything
     path0 = build_weight_path(cfg)
-    build_solver(cfg, path0, mesh=build_mesh(cfg) if cfg.run.solver == "mesh" else None)
+    build_solver(cfg, path0, mesh=build_mesh(cfg) if cfg.run.solver in ("mesh", "both") else None)
     del path0
     if exists:
         shutil.rmtree(folder)
