@@ -34,7 +34,7 @@ def _fl(default, doc, **checks):
 
 @dataclass(frozen=True)
 class RunSection:
-    solver: str = _f("particles", "which solver: 'particles' (tokens), 'mesh' (finite-volume density) or 'both' (mesh + tokens sampled from it, same weight path)", choices=("particles", "mesh", "both"))
+    solver: str = _f("mesh", "which solver: 'particles' (tokens), 'mesh' (finite-volume density) or 'both' (mesh + tokens sampled from it, same weight path)", choices=("particles", "mesh", "both"))
     name: str = _f("", "run folder name inside 'out' (empty: <solver>-<process>-H<H>-seed<seed>)")
     out: str = _f("runs", "parent folder for run folders")
 
@@ -42,7 +42,7 @@ class RunSection:
 @dataclass(frozen=True)
 class ModelSection:
     d: int = _f(3, "ambient dimension: tokens live on S^{d-1} (the mesh solver needs d = 3)", min=2)
-    H: int = _f(1, "number of heads (velocities are averaged over heads)", min=1)
+    H: int = _f(4, "number of heads (velocities are averaged over heads)", min=1)
     heads: str = _f("gradient", "'gradient' (A = D, V = s D, energy defined) or 'general' (A, V evolve separately)", choices=("gradient", "general"))
     sign: int = _f(-1, "s = -1: the paper's energy-descent convention; s = +1: clustering (attention) convention", choices=(-1, 1))
 
@@ -62,7 +62,7 @@ class WeightsSection:
     value_init: str = _f("identity", "general heads: initial value matrices V_h(0): 'gaussian', 'identity' or 'beta'", choices=("gaussian", "identity", "beta"))
     seed: int = _f(0, "seed of the weight noise (and of the initial draw unless init_seed >= 0)", min=0)
     init_seed: int = _f(-1, "seed of the initial matrix draw; -1: derived from 'seed'", min=-1)
-    dt: float = _f(0.005, "grid step of the weight path (paper: 5e-3)", gt=0.0)
+    dt: float = _f(0.01, "grid step of the weight path (paper: 5e-3)", gt=0.0)
 
 
 @dataclass(frozen=True)
@@ -82,7 +82,7 @@ class InitialSection:
 
 @dataclass(frozen=True)
 class MeshSection:
-    level: int = _f(16, "icosphere subdivision n (20 n^2 cells; 16 -> 5120 cells)", min=1)
+    level: int = _f(8, "icosphere subdivision n (20 n^2 cells; 8 -> 1280, 16 -> 5120 cells)", min=1)
     file: str = _f("", "read the mesh from this file instead (.npz/.vtp/.vtk/.ply/.obj/.stl)")
 
 
@@ -98,7 +98,7 @@ class SolverSection:
 
 @dataclass(frozen=True)
 class OutputSection:
-    record_dt: float = _f(0.025, "time between diagnostics rows (a multiple of the weight grid step)", gt=0.0)
+    record_dt: float = _f(0.05, "time between diagnostics rows (a multiple of the weight grid step)", gt=0.0)
     snapshot_dt: float = _f(0.5, "time between snapshots of tokens/density (a multiple of record_dt)", gt=0.0)
     vtk: bool = _f(True, "mesh runs: also write a VTK series (.vtp per snapshot + .pvd index)")
     checkpoint_every: int = _f(200, "write a checkpoint every N records", min=1)

@@ -26,6 +26,7 @@ H = 2
 [weights]
 process = "ou"
 seed = 0
+dt = 0.005
 [initial]
 n = {n}
 [solver]
@@ -194,7 +195,7 @@ def test_run_default_folder_from_config(capsys, tmp_path, monkeypatch):
         ("[initial]\nn = 2.5\n", [], "initial.n"),
         ("[solver]\ncfl = 2.0\n", [], "solver.cfl"),
         ('[run]\nsolver = "mesh"\n[model]\nd = 4\n', [], "model.d"),
-        ('[initial]\nkind = "harmonic"\n', [], "initial.kind"),
+        ('[run]\nsolver = "particles"\n[initial]\nkind = "harmonic"\n', [], "initial.kind"),
         ("[solver]\nT = 0.0123\n", [], "solver.T"),
         ('[initial]\nkind = "file"\nfile = "missing.npy"\n', [], "initial.file"),
         ('[weights]\ninit = "file"\ninit_file = "missing.npy"\n', [], "weights.init_file"),

@@ -76,7 +76,7 @@ def test_examples_exist_and_roundtrip(tmp_path):
     assert {"paper-ou-particles", "paper-oscillating-particles"} <= names
     for p in paths:
         cfg = load_config(p)
-        assert cfg.run.solver == "particles"
+        assert cfg.run.solver == ("mesh" if p.stem.endswith("-mesh") else "particles")
         assert roundtrip(cfg, tmp_path) == cfg
     ou = load_config(next(p for p in paths if p.stem == "paper-ou-particles"))
     assert (ou.model.H, ou.initial.n, ou.solver.T, ou.weights.dt, ou.weights.process) == (10, 200, 20.0, 0.005, "ou")
@@ -88,6 +88,7 @@ def test_nondefault_config_roundtrip_exact(tmp_path):
     np.save(tok, np.eye(3))
     text = f"""
 [run]
+solver = "particles"
 name = 'odd "name" # with = signs'
 out = "some/where"
 [model]
@@ -150,8 +151,9 @@ def test_integer_given_for_float_is_accepted(tmp_path):
 
 
 def test_default_integrator_per_solver():
-    assert default_config().integrator == "euler"
-    assert default_config().with_overrides({"run.solver": "mesh"}).integrator == "ssprk3"
+    assert default_config().run.solver == "mesh"
+    assert default_config().integrator == "ssprk3"
+    assert default_config().with_overrides({"run.solver": "particles"}).integrator == "euler"
 
 
 # ------------------------------------------------------------------ unknown names
@@ -283,6 +285,8 @@ def test_out_of_range(tmp_path, section, key, value):
     ],
 )
 def test_inconsistent_options(tmp_path, text, key):
+    if "[run]" not in text:  # the particle-step checks need the particle solver (the default is the mesh)
+        text = '[run]\nsolver = "particles"\n' + text
     msg = config_error(tmp_path, text)
     assert key in msg
 

@@ -16,7 +16,7 @@ from spherepde.config import config_to_toml, default_config
 from spherepde.mesh import icosphere
 from spherepde.runner import monte_carlo, read_diagnostics, run
 
-TINY = {"solver.T": 0.2, "model.H": 2, "initial.n": 60, "output.snapshot_dt": 0.05}
+TINY = {"run.solver": "particles", "solver.T": 0.2, "model.H": 2, "initial.n": 60, "output.snapshot_dt": 0.05}
 SIZE = (160, 120)
 
 
