@@ -27,6 +27,14 @@ def __getattr__(name):
         from spherepde import runner
 
         return getattr(runner, name)
+    if name in ("plot_density", "plot_particles", "plot_run", "render_animation"):
+        from spherepde import viz
+
+        return getattr(viz, name)
+    if name == "write_figures":
+        from spherepde.plots import write_figures
+
+        return write_figures
     raise AttributeError(f"module 'spherepde' has no attribute {name!r}")
 
 
@@ -50,4 +58,9 @@ __all__ = [
     "run",
     "resume",
     "monte_carlo",
+    "plot_density",
+    "plot_particles",
+    "plot_run",
+    "render_animation",
+    "write_figures",
 ]
