@@ -215,9 +215,9 @@ def _simd3(X, Y, w, A, want_q, parallel):
     kern(X, Yt[0], Yt[1], Yt[2], w, A, shift, nsq, bool(want_q), Z, M, Q)
     return np.broadcast_to(shift[None, :], (m, H)), Z, M, Q
 
-#: Below this many (target, source, head) triples the serial kernel is used: starting
+#: Below this many (target, source, head) triples (~3 ms of serial work) the serial kernel is used: starting
 #: the thread pool costs ~0.5 ms (far more on a loaded machine), ~40k triples of work.
-_PARALLEL_MIN_WORK = 50_000
+_PARALLEL_MIN_WORK = 2_000_000
 
 
 def attention_moments(X, Y, w, A, *, want_q: bool = False, log: bool = False, simd: bool = True):

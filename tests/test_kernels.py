@@ -86,11 +86,11 @@ def test_serial_and_parallel_paths_bit_identical():
     from spherepde import _kernels
 
     rng = np.random.default_rng(9)
-    Y = _unit(rng, 400, 3)
-    w = rng.random(400)
+    Y = _unit(rng, 4000, 3)
+    w = rng.random(4000)
     A = _sym(rng, 2, 3)
     X = _unit(rng, 300, 3)
-    assert 300 * 400 * 2 >= _kernels._PARALLEL_MIN_WORK > 7 * 400 * 2
+    assert 300 * 4000 * 2 >= _kernels._PARALLEL_MIN_WORK > 3 * 4000 * 2
     Z, M, Q = attention_moments(X, Y, w, A, want_q=True)
     Zs, Ms, Qs = attention_moments(X[[0, 17, 299]], Y, w, A, want_q=True)
     assert np.array_equal(Z[[0, 17, 299]], Zs) and np.array_equal(M[[0, 17, 299]], Ms) and np.array_equal(Q[[0, 17, 299]], Qs)
