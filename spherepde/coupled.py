@@ -4,7 +4,8 @@
 :class:`~spherepde.particles.ParticleSolver` whose tokens are sampled from the mesh's
 initial density, and records, at every record time, the mesh diagnostics (the usual
 columns), the particle diagnostics with the prefix ``p_``, and the distances between
-the two measures: ``w_sphere`` (Wasserstein-1 with geodesic cost, exact or sliced, see
+the two measures: ``w_sphere`` (Wasserstein-1 with geodesic cost, exact or sliced --
+chosen once per run and recorded in the column ``w_exact`` -- see
 :func:`spherepde.compare.wasserstein_sphere`) and ``l1_hist`` (L1 distance to the
 smoothed token histogram, :func:`spherepde.compare.l1_to_particles`).
 """
@@ -39,6 +40,10 @@ class CoupledSolver:
         self.mesh = mesh_solver.mesh
         X0 = sample_from_density(self.mesh, mesh_solver.rho, n, seed=seed)
         self.particle_solver = ParticleSolver(X0, mesh_solver.path, integrator=particle_integrator)
+        if w_method == "auto":  # decided once, so the column means the same thing all run long
+            w_method = "exact" if self.mesh.n_cells * n <= 4_000_000 else "sliced"
+        if w_method not in ("exact", "sliced"):
+            raise ValueError(f"unknown Wasserstein method {w_method!r}; use 'auto', 'exact' or 'sliced'")
         self.w_method = w_method
 
     @property
@@ -65,6 +70,7 @@ class CoupledSolver:
         X = self.particle_solver.X
         row["w_sphere"] = wasserstein_sphere(self.mesh, self.mesh_solver.rho, X, method=self.w_method)
         row["l1_hist"] = l1_to_particles(self.mesh, self.mesh_solver.rho, X)
+        row["w_exact"] = 1.0 if self.w_method == "exact" else 0.0  # 1: exact W1, 0: sliced spherical W1
         return row
 
     def snapshot(self) -> dict:
