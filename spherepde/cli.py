@@ -24,7 +24,7 @@ EXAMPLES_PACKAGE = "spherepde.examples"
 
 def _examples() -> dict[str, str]:
     files = resources.files(EXAMPLES_PACKAGE)
-    return {p.name[:-5]: p.read_text() for p in files.iterdir() if p.name.endswith(".toml")}
+    return {p.name[:-5]: p.read_text() for p in files.iterdir() if p.name.endswith(".toml") and not p.name.startswith("sweep-")}
 
 
 def _example_path(name: str) -> Path:
