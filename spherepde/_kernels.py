@@ -33,7 +33,7 @@ import math
 
 from spherepde._numba import SIMD_FASTMATH, njit, prange
 
-__all__ = ["attention_moments", "attention_moments_reference"]
+__all__ = ["SUMMATION_MODES", "attention_moments", "attention_moments_reference"]
 
 
 @njit
@@ -107,23 +107,32 @@ def _attention_moments_kernel_serial(X, Y, w, A, want_q, C, Z, M, Q):  # pragma:
 #: Chunk of sources whose exponentials are computed into a small buffer (L1-resident).
 _CHUNK = 256
 #: The SIMD path is used while every ||A_h||_2 <= this bound (then exponents lie in
-#: [-2c, 0] with c = ||A_h||_2 <= 64: no overflow, no total underflow).
+#: [-2c, 0] with c = ||A_h||_2 <= 64: no overflow, no total underflow, no subnormal 2^k).
 _SIMD_MAX_NORM = 64.0
 
 
+#: Cody--Waite split of ln 2 (fdlibm): k * _LN2HI is exact for |k| < 2^20.
+_LOG2E = 1.4426950408889634
+_LN2HI = 6.93147180369123816490e-01
+_LN2LO = 1.90821492927058770002e-10
+
+
 @njit(fastmath=SIMD_FASTMATH)
-def _moments_one_target3(i, X, Y0, Y1, Y2, w, A, shift, nsq, want_q, Z, M, Q):  # pragma: no cover - compiled
+def _moments_one_target3(i, X, Y0, Y1, Y2, w, A, shift, want_q, Z, M, Q):  # pragma: no cover - compiled
     """d = 3 sums for target i with a vectorisable exponential.
 
-    exp(s - c) = p(r)^(2^k) with r = (s - c) / 2^k in [-1/2, 0] and p the degree-14
-    Taylor polynomial of exp (truncation error < 3e-17 relative; k squarings amplify
-    it to < 2^k * 3e-17). No libm call in the inner loops, so LLVM vectorises them;
-    the reductions are reassociated (fastmath 'reassoc'), so the result differs from
-    the plain loop by round-off only and does not depend on the thread count.
+    exp(s - c) = 2^k exp(r), k = round((s - c) / ln 2), r = (s - c) - k ln 2 in
+    [-ln2/2, ln2/2] (Cody--Waite), exp(r) by its degree-13 Taylor polynomial (truncation
+    error < 5e-18 relative) and 2^k assembled in the exponent bits (s - c >= -2c >= -128:
+    no subnormals). No libm call in the inner loops, so LLVM vectorises them; the
+    reductions are reassociated (fastmath 'reassoc'), so the result differs from the
+    plain loop by round-off only and does not depend on the thread count.
     """
     n = Y0.shape[0]
     H = A.shape[0]
     buf = np.empty(_CHUNK)
+    ibuf = np.empty(_CHUNK, dtype=np.int64)
+    pow2 = ibuf.view(np.float64)  # 2^k, written as integer bit patterns
     x0 = X[i, 0]
     x1 = X[i, 1]
     x2 = X[i, 2]
@@ -132,8 +141,6 @@ def _moments_one_target3(i, X, Y0, Y1, Y2, w, A, shift, nsq, want_q, Z, M, Q):  
         b1 = A[h, 0, 1] * x0 + A[h, 1, 1] * x1 + A[h, 2, 1] * x2
         b2 = A[h, 0, 2] * x0 + A[h, 1, 2] * x1 + A[h, 2, 2] * x2
         c = shift[h]
-        ns = nsq[h]
-        scale = 1.0 / (2.0**ns)
         z = 0.0
         m0 = 0.0
         m1 = 0.0
@@ -141,11 +148,18 @@ def _moments_one_target3(i, X, Y0, Y1, Y2, w, A, shift, nsq, want_q, Z, M, Q):  
         q = 0.0
         for s in range(0, n, _CHUNK):
             L = min(_CHUNK, n - s)
+            # chunk views indexed from 0: with Y0[s + jj] LLVM cannot prove the index is
+            # non-negative (wraparound check) and the loops do not vectorise (~3x slower)
+            y0 = Y0[s : s + L]
+            y1 = Y1[s : s + L]
+            y2 = Y2[s : s + L]
+            ws = w[s : s + L]
             for jj in range(L):
-                j = s + jj
-                r = (b0 * Y0[j] + b1 * Y1[j] + b2 * Y2[j] - c) * scale
-                p = 1.0 / 87178291200.0
-                p = p * r + 1.0 / 6227020800.0
+                t = b0 * y0[jj] + b1 * y1[jj] + b2 * y2[jj] - c
+                kf = math.floor(t * _LOG2E + 0.5)
+                r = t - kf * _LN2HI
+                r = r - kf * _LN2LO
+                p = 1.0 / 6227020800.0
                 p = p * r + 1.0 / 479001600.0
                 p = p * r + 1.0 / 39916800.0
                 p = p * r + 1.0 / 3628800.0
@@ -159,28 +173,24 @@ def _moments_one_target3(i, X, Y0, Y1, Y2, w, A, shift, nsq, want_q, Z, M, Q):  
                 p = p * r + 0.5
                 p = p * r + 1.0
                 p = p * r + 1.0
-                buf[jj] = p
-            for _ in range(ns):
-                for jj in range(L):
-                    buf[jj] = buf[jj] * buf[jj]
+                buf[jj] = ws[jj] * p
+                ibuf[jj] = (np.int64(kf) + 1023) << 52
             if want_q:
                 for jj in range(L):
-                    j = s + jj
-                    ew = w[j] * buf[jj]
+                    ew = buf[jj] * pow2[jj]
                     z += ew
-                    m0 += ew * Y0[j]
-                    m1 += ew * Y1[j]
-                    m2 += ew * Y2[j]
-                    xy = x0 * Y0[j] + x1 * Y1[j] + x2 * Y2[j]
+                    m0 += ew * y0[jj]
+                    m1 += ew * y1[jj]
+                    m2 += ew * y2[jj]
+                    xy = x0 * y0[jj] + x1 * y1[jj] + x2 * y2[jj]
                     q += ew * xy * xy
             else:
                 for jj in range(L):
-                    j = s + jj
-                    ew = w[j] * buf[jj]
+                    ew = buf[jj] * pow2[jj]
                     z += ew
-                    m0 += ew * Y0[j]
-                    m1 += ew * Y1[j]
-                    m2 += ew * Y2[j]
+                    m0 += ew * y0[jj]
+                    m1 += ew * y1[jj]
+                    m2 += ew * y2[jj]
         Z[i, h] = z
         M[i, h, 0] = m0
         M[i, h, 1] = m1
@@ -190,37 +200,64 @@ def _moments_one_target3(i, X, Y0, Y1, Y2, w, A, shift, nsq, want_q, Z, M, Q):  
 
 
 @njit(parallel=True, fastmath=SIMD_FASTMATH)
-def _kernel3(X, Y0, Y1, Y2, w, A, shift, nsq, want_q, Z, M, Q):  # pragma: no cover - compiled
+def _kernel3(X, Y0, Y1, Y2, w, A, shift, want_q, Z, M, Q):  # pragma: no cover - compiled
     for i in prange(X.shape[0]):
-        _moments_one_target3(i, X, Y0, Y1, Y2, w, A, shift, nsq, want_q, Z, M, Q)
+        _moments_one_target3(i, X, Y0, Y1, Y2, w, A, shift, want_q, Z, M, Q)
 
 
 @njit(fastmath=SIMD_FASTMATH)
-def _kernel3_serial(X, Y0, Y1, Y2, w, A, shift, nsq, want_q, Z, M, Q):  # pragma: no cover - compiled
+def _kernel3_serial(X, Y0, Y1, Y2, w, A, shift, want_q, Z, M, Q):  # pragma: no cover - compiled
     for i in range(X.shape[0]):
-        _moments_one_target3(i, X, Y0, Y1, Y2, w, A, shift, nsq, want_q, Z, M, Q)
+        _moments_one_target3(i, X, Y0, Y1, Y2, w, A, shift, want_q, Z, M, Q)
 
 
-def _simd3(X, Y, w, A, want_q, parallel):
-    """The d = 3 SIMD path; returns (C, Z, M, Q) with the true sums = exp(C) * (Z, M, Q)."""
+def _simd3(X, Y, w, A, want_q, parallel, shift=None):
+    """The d = 3 SIMD path; returns (C, Z, M, Q) with the true sums = exp(C) * (Z, M, Q).
+    ``shift``: the norms ||A_h||_2 when already known."""
     m = X.shape[0]
     H = A.shape[0]
-    shift = np.linalg.norm(A, ord=2, axis=(1, 2))
-    nsq = np.array([max(0, math.ceil(math.log2(4.0 * c))) if c > 0.125 else 0 for c in shift], dtype=np.int64)
+    if shift is None:
+        shift = np.linalg.norm(A, ord=2, axis=(1, 2))
     Z = np.empty((m, H))
     M = np.empty((m, H, 3))
     Q = np.empty((m, H) if want_q else (0, 0))
     Yt = np.ascontiguousarray(Y.T)
     kern = _kernel3 if parallel else _kernel3_serial
-    kern(X, Yt[0], Yt[1], Yt[2], w, A, shift, nsq, bool(want_q), Z, M, Q)
+    kern(X, Yt[0], Yt[1], Yt[2], w, A, shift, bool(want_q), Z, M, Q)
     return np.broadcast_to(shift[None, :], (m, H)), Z, M, Q
 
 #: Below this many (target, source, head) triples (~3 ms of serial work) the serial kernel is used: starting
 #: the thread pool costs ~0.5 ms (far more on a loaded machine), ~40k triples of work.
 _PARALLEL_MIN_WORK = 2_000_000
+#: ``summation="auto"`` does not consider the fast path below this many (target, source,
+#: head) triples (the fast path pays from about 10^4 x 10^4 points).
+_AUTO_MIN_WORK = 20_000_000
 
 
-def attention_moments(X, Y, w, A, *, want_q: bool = False, log: bool = False, simd: bool = True):
+def _direct_scaled(X, Y, w, A, want_q, simd):
+    """Direct sums (C, Z, M, Q) with the true sums = exp(C) * (Z, M, Q) (contiguous float64 input)."""
+    m, d = X.shape
+    H = A.shape[0]
+    parallel = m * Y.shape[0] * H >= _PARALLEL_MIN_WORK
+    if d == 3 and simd:
+        norms = np.linalg.norm(A, ord=2, axis=(1, 2))
+        if H == 0 or norms.max() <= _SIMD_MAX_NORM:
+            return _simd3(X, Y, w, A, want_q, parallel, norms)
+    C = np.empty((m, H))
+    Z = np.empty((m, H))
+    Mom = np.empty((m, H, d))
+    Q = np.empty((m, H) if want_q else (0, 0))
+    kernel = _attention_moments_kernel if parallel else _attention_moments_kernel_serial
+    kernel(X, Y, w, A, bool(want_q), C, Z, Mom, Q)
+    return C, Z, Mom, Q
+
+
+#: Values of the ``summation`` argument (see :func:`attention_moments`).
+SUMMATION_MODES = ("direct", "fast", "auto")
+
+
+def attention_moments(X, Y, w, A, *, want_q: bool = False, log: bool = False, simd: bool = True,
+                      summation: str = "auto", tol: float = 1e-10):
     """Attention sums Z_h, Y_h (and Q_h) at targets X over weighted sources Y.
 
     Parameters
@@ -234,7 +271,16 @@ def attention_moments(X, Y, w, A, *, want_q: bool = False, log: bool = False, si
         sums; this form never overflows.
     simd : for d = 3 and ||A_h||_2 <= 64 use the vectorised kernel (polynomial
         exponential, reassociated sums; agrees with the scalar one to ~1e-14);
-        ``False`` forces the scalar online-log-sum-exp kernel (any d, any ||A||).
+        ``False`` forces the scalar online-log-sum-exp kernel (any d, any ||A||) and
+        direct summation.
+    summation : ``"direct"`` (the exact O(m n H) sums above), ``"fast"`` (d = 3:
+        spherical-harmonic expansion, :mod:`spherepde.fastsum`, O((m H + n) L^2), with
+        relative error of Z and error of Y/Z, Q/Z at most ``tol``; heads or targets where
+        that cannot be guaranteed are summed directly, with a log record) or ``"auto"``
+        (default: "fast" where it meets ``tol`` and is predicted to be cheaper, else
+        "direct"; small problems are always direct).
+    tol : accuracy of the fast path (relative error of Z; error of the softmax
+        averages Y/Z and Q/Z, whose norm is at most 1).
 
     Returns
     -------
@@ -242,6 +288,8 @@ def attention_moments(X, Y, w, A, *, want_q: bool = False, log: bool = False, si
     Mom : (m, H, d)   sum_j w_j e^{...} y_j   (or divided by Z)
     Q : (m, H) or None
     """
+    if summation not in SUMMATION_MODES:
+        raise ValueError(f"summation must be one of {SUMMATION_MODES}, got {summation!r}")
     X = np.ascontiguousarray(X, dtype=np.float64)
     Y = np.ascontiguousarray(Y, dtype=np.float64)
     w = np.ascontiguousarray(w, dtype=np.float64)
@@ -253,16 +301,12 @@ def attention_moments(X, Y, w, A, *, want_q: bool = False, log: bool = False, si
         )
     m, d = X.shape
     H = A.shape[0]
-    parallel = m * Y.shape[0] * H >= _PARALLEL_MIN_WORK
-    if d == 3 and (H == 0 or np.linalg.norm(A, ord=2, axis=(1, 2)).max() <= _SIMD_MAX_NORM) and simd:
-        C, Z, Mom, Q = _simd3(X, Y, w, A, want_q, parallel)
+    if summation == "direct" or not simd or d != 3 or (summation == "auto" and m * Y.shape[0] * H < _AUTO_MIN_WORK):
+        C, Z, Mom, Q = _direct_scaled(X, Y, w, A, want_q, simd)
     else:
-        C = np.empty((m, H))
-        Z = np.empty((m, H))
-        Mom = np.empty((m, H, d))
-        Q = np.empty((m, H) if want_q else (0, 0))
-        kernel = _attention_moments_kernel if parallel else _attention_moments_kernel_serial
-        kernel(X, Y, w, A, bool(want_q), C, Z, Mom, Q)
+        from spherepde import fastsum
+
+        C, Z, Mom, Q, _ = fastsum.moments(X, Y, w, A, want_q=want_q, tol=tol, mode=summation)
     if log:
         Mom /= Z[:, :, None]
         if want_q:

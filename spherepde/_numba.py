@@ -8,7 +8,7 @@ so caching, threading and floating-point flags are chosen once:
 * ``fastmath=False`` -- IEEE semantics, so results are reproducible and comparable
   with the NumPy references to round-off;
 * ``fastmath`` off, except the flags ``reassoc`` and ``contract`` on the SIMD attention
-  kernel (:mod:`spherepde._kernels`), where reassociating the sums is what lets LLVM
+  kernels (:mod:`spherepde._kernels`, :mod:`spherepde.fastsum`), where reassociating the sums is what lets LLVM
   vectorise them; the result still does not depend on the thread count;
 * ``parallel`` only where a kernel is a per-target gather (no shared writes), so the
   result does not depend on the number of threads.

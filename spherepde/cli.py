@@ -217,7 +217,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _register_optional(sub, common) -> None:
     """Subcommands contributed by optional modules (rendering, validation, ...)."""
-    for modname in ("spherepde.viz_cli", "spherepde.validate_cli", "spherepde.sweep_cli"):
+    for modname in ("spherepde.viz_cli", "spherepde.validate_cli", "spherepde.sweep_cli", "spherepde.bench_cli"):
         if importlib.util.find_spec(modname) is None:
             continue
         importlib.import_module(modname).register(sub, common)

@@ -94,6 +94,8 @@ class SolverSection:
     order: int = _f(1, "mesh: spatial order, 1 (upwind) or 2 (limited linear reconstruction)", choices=(1, 2))
     velocity: str = _f("potential", "mesh: edge velocity from 'potential' differences (gradient heads) or v at the 'midpoint'", choices=("potential", "midpoint"))
     cfl: float = _f(0.5, "mesh: CFL number in (0, 1]", gt=0.0, max=1.0)
+    summation: str = _f("auto", "mesh: attention sums 'direct', 'fast' (spherical harmonics, O(N L^2)) or 'auto' (fast where it pays and meets summation_tol)", choices=("direct", "fast", "auto"))
+    summation_tol: float = _f(1e-10, "mesh: accuracy of the fast sums (relative error of Z_h and error of the softmax average)", gt=0.0)
 
 
 @dataclass(frozen=True)

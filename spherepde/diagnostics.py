@@ -107,14 +107,14 @@ def state_rates(X, w, fields: HeadFields, D, f, sigma: float, v=None) -> dict:
     H = D.shape[0]
     Z, Y = fields.Z, fields.Y
     energy = float(np.sum(w[:, None] * Z) / (2 * H))
-    drift_term = np.einsum("id,hde,ihe->ih", X, f, Y)
+    drift_term = np.einsum("id,hde,ihe->ih", X, f, Y, optimize=True)
     dEdt = np.sum(w[:, None] * drift_term)
     if sigma > 0:
         if fields.Q is None:
             raise ValueError("state_rates: sigma > 0 needs the second moment Q (want_q=True)")
         dEdt += (sigma**2 / 4) * np.sum(w[:, None] * (Z + fields.Q))
     dEdt /= 2 * H
-    grad_xi = _project(X, np.einsum("hde,ihe->id", D, Y) / H)
+    grad_xi = _project(X, np.einsum("hde,ihe->id", D, Y, optimize=True) / H)
     transport = float(np.sum(w * np.sum(grad_xi * v, axis=1)))
     mobility = np.mean(1.0 / Z, axis=1)  # (1/H) sum_h 1/Z_h
     G2 = float(np.sum(w * np.sum(v * v, axis=1) / mobility))
@@ -131,7 +131,7 @@ def state_rates(X, w, fields: HeadFields, D, f, sigma: float, v=None) -> dict:
 def martingale_increment(X, w, fields: HeadFields, dM) -> float:
     """(1/(2H)) sum_h sum_i w_i x_i^T dM_h Y_h(x_i): the Ito martingale increment."""
     H = dM.shape[0]
-    return float(np.sum(w[:, None] * np.einsum("id,hde,ihe->ih", X, dM, fields.Y)) / (2 * H))
+    return float(np.sum(w[:, None] * np.einsum("id,hde,ihe->ih", X, dM, fields.Y, optimize=True)) / (2 * H))
 
 
 def mean_resultant_length(X, w) -> float:

@@ -308,17 +308,18 @@ def fv_geometry(mesh) -> FVGeometry:
 
 
 # ------------------------------------------------------------- nonlocal quantities
-def cell_fields(geom: FVGeometry, masses, A, *, want_q: bool = False):
+def cell_fields(geom: FVGeometry, masses, A, *, want_q: bool = False, summation: str = "auto", tol: float = 1e-10):
     """log Z_h, Y_h/Z_h (and Q_h/Z_h) at the cell nodes from the cell masses.
 
     Z_h(x_c) = sum_c' m_c' exp(x_c^T A_h x_c'), m_c = rho_c |C_c| at the nodes x_c
-    (``geom.nodes``; MODEL.md section 5).
+    (``geom.nodes``; MODEL.md section 5). ``summation`` / ``tol``: direct, fast
+    (spherical harmonics) or auto, see :func:`spherepde._kernels.attention_moments`.
 
     Returns
     -------
     logZ (nc, H), Ybar (nc, H, 3), Qbar (nc, H) or None.
     """
-    return attention_moments(geom.nodes, geom.nodes, masses, A, want_q=want_q, log=True)
+    return attention_moments(geom.nodes, geom.nodes, masses, A, want_q=want_q, log=True, summation=summation, tol=tol)
 
 
 def cell_potentials(geom: FVGeometry, masses, A) -> np.ndarray:
@@ -339,12 +340,13 @@ def potential_edge_velocity(geom: FVGeometry, Phi, sign: float) -> np.ndarray:
     return sign * (Phi[n] - Phi[c]) / geom.node_distances
 
 
-def midpoint_edge_velocity(geom: FVGeometry, masses, A, V) -> np.ndarray:
+def midpoint_edge_velocity(geom: FVGeometry, masses, A, V, *, summation: str = "auto", tol: float = 1e-10) -> np.ndarray:
     """u_e = v(x_e) . n_e, v = (1/H) sum_h P_x V_h Y_h(x_e)/Z_h(x_e), shape (ne,).
 
     n_e is tangent at x_e, so the projection P_x drops out of the dot product.
+    ``summation`` / ``tol`` as in :func:`cell_fields`.
     """
-    _, Ybar, _ = attention_moments(geom.edge_midpoints, geom.nodes, masses, A, log=True)
+    _, Ybar, _ = attention_moments(geom.edge_midpoints, geom.nodes, masses, A, log=True, summation=summation, tol=tol)
     a = np.einsum("hkl,ehl->ek", V, Ybar) / V.shape[0]
     return np.einsum("ek,ek->e", a, geom.edge_normals)
 
@@ -361,7 +363,7 @@ def midpoint_edge_velocity_reference(geom: FVGeometry, masses, A, V) -> np.ndarr
     return np.sum(v / H * geom.edge_normals, axis=1)
 
 
-def edge_velocity(geom: FVGeometry, form: str, masses, A, V, sign: float, logZ=None) -> np.ndarray:
+def edge_velocity(geom: FVGeometry, form: str, masses, A, V, sign: float, logZ=None, *, summation: str = "auto", tol: float = 1e-10) -> np.ndarray:
     """Edge normal velocities in the chosen form (``"potential"`` or ``"midpoint"``), shape (ne,).
 
     ``logZ`` (nc, H) at the cell centres can be passed to avoid recomputing it for the
@@ -369,10 +371,10 @@ def edge_velocity(geom: FVGeometry, form: str, masses, A, V, sign: float, logZ=N
     """
     if form == "potential":
         if logZ is None:
-            logZ, _, _ = cell_fields(geom, masses, A)
+            logZ, _, _ = cell_fields(geom, masses, A, summation=summation, tol=tol)
         return potential_edge_velocity(geom, logZ.mean(axis=1), sign)
     if form == "midpoint":
-        return midpoint_edge_velocity(geom, masses, A, V)
+        return midpoint_edge_velocity(geom, masses, A, V, summation=summation, tol=tol)
     raise ValueError(f"unknown edge velocity form {form!r}; use one of {VELOCITY_FORMS}")
 
 

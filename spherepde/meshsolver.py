@@ -51,6 +51,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from spherepde._kernels import SUMMATION_MODES
 from spherepde.diagnostics import (
     DIAGNOSTIC_COLUMNS,
     EnergyBalance,
@@ -141,6 +142,10 @@ class MeshSolver:
         velocities (along ``mesh.edge_normals``) replacing the attention velocity
         (pure transport; energy columns are NaN), e.g.
         :func:`spherepde.fv.rigid_rotation_edge_velocity`.
+    summation : attention sums ``"direct"``, ``"fast"`` (spherical-harmonic expansion,
+        :mod:`spherepde.fastsum`) or ``"auto"`` (fast where it pays and meets the
+        tolerance); see :func:`spherepde._kernels.attention_moments`.
+    summation_tol : accuracy of the fast sums (relative error of Z_h, error of Y_h/Z_h).
 
     Attributes
     ----------
@@ -160,6 +165,8 @@ class MeshSolver:
         dt: float | None = None,
         check: bool = True,
         velocity_field: Callable[[float], np.ndarray] | None = None,
+        summation: str = "auto",
+        summation_tol: float = 1e-10,
     ):
         if not isinstance(path, WeightPath):
             raise TypeError(f"path must be a WeightPath, got {type(path).__name__}")
@@ -177,6 +184,11 @@ class MeshSolver:
         cfl = float(cfl)
         if not (0.0 < cfl <= 1.0):
             raise ValueError(f"cfl must lie in (0, 1] (positivity is guaranteed only up to the CFL bound), got {cfl}")
+        if summation not in SUMMATION_MODES:
+            raise ValueError(f"unknown summation {summation!r}; use one of {SUMMATION_MODES}")
+        summation_tol = float(summation_tol)
+        if not (summation_tol > 0.0 and math.isfinite(summation_tol)):
+            raise ValueError(f"summation_tol must be a positive number, got {summation_tol}")
         if dt is not None:
             dt = float(dt)
             if not (dt > 0.0 and math.isfinite(dt)):
@@ -192,6 +204,8 @@ class MeshSolver:
         self.dt = dt
         self.check = bool(check)
         self.velocity_field = velocity_field
+        self.summation = summation
+        self.summation_tol = summation_tol
         self.rho = self._validate_density(rho0)
         self.t = 0.0
         self.step_count = 0
@@ -236,16 +250,16 @@ class MeshSolver:
         masses = rho * g.areas
         A, V = self.path.matrices(t)
         if not self.path.is_gradient:
-            u = midpoint_edge_velocity(g, masses, A, V)
+            u = midpoint_edge_velocity(g, masses, A, V, summation=self.summation, tol=self.summation_tol)
             return _Stage(u, fv_rhs(g, faces, u), self._bound(u, rho, faces), None, None)
         sigma = self.path.sigma
-        logZ, Ybar, Qbar = cell_fields(g, masses, A, want_q=sigma > 0)
+        logZ, Ybar, Qbar = cell_fields(g, masses, A, want_q=sigma > 0, summation=self.summation, tol=self.summation_tol)
         Z = np.exp(logZ)
         fields = HeadFields(Z, Ybar * Z[:, :, None], None if Qbar is None else Qbar * Z)
         if self.velocity == "potential":
             u = potential_edge_velocity(g, logZ.mean(axis=1), self.path.sign)
         else:
-            u = midpoint_edge_velocity(g, masses, A, V)
+            u = midpoint_edge_velocity(g, masses, A, V, summation=self.summation, tol=self.summation_tol)
         rhs = fv_rhs(g, faces, u)
         v = velocity_from_fields(g.nodes, fields, V)
         rates = state_rates(g.nodes, masses, fields, A, self.path.drift_at(t), sigma, v)

@@ -195,11 +195,13 @@ def build_solver(cfg: Config, path: WeightPath, *, mesh=None):
         ms = MeshSolver(
             mesh, build_initial_density(cfg, mesh), path, velocity=cfg.solver.velocity, order=cfg.solver.order,
             integrator=cfg.integrator, cfl=cfg.solver.cfl, dt=None,
+            summation=cfg.solver.summation, summation_tol=cfg.solver.summation_tol,
         )
         return CoupledSolver(ms, cfg.initial.n, seed=cfg.initial.seed)
     return MeshSolver(
         mesh, build_initial_density(cfg, mesh), path, velocity=cfg.solver.velocity, order=cfg.solver.order,
         integrator=cfg.integrator, cfl=cfg.solver.cfl, dt=cfg.solver.dt or None,
+        summation=cfg.solver.summation, summation_tol=cfg.solver.summation_tol,
     )
 
 

@@ -1,0 +1,13 @@
+"""Performance benchmarks of spherepde (issue 8): ratios measured side by side.
+
+    python benchmarks/bench.py [--json] [--quick]
+
+Same as ``spherepde bench``; see :mod:`spherepde.bench_cli` for what is measured.
+"""
+
+import sys
+
+from spherepde.bench_cli import main
+
+if __name__ == "__main__":
+    sys.exit(main())
