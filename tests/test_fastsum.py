@@ -107,7 +107,7 @@ def test_bessel_coefficients(kappa, L):
 def test_tail_bound_bounds_the_truncation_error(kappa, L):
     """T_L(kappa) >= max_t |exp(kappa t) - sum_{l<=L} (2l+1) i_l(kappa) P_l(t)|, with
     equality at t = 1 (P_l(1) = 1); checked in 40-digit arithmetic."""
-    mp = pytest.importorskip("mpmath")
+    import mpmath as mp
     mp.mp.dps = 40
     T = fs.tail_bound(kappa, L)
     kap = mp.mpf(kappa)

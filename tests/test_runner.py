@@ -484,8 +484,6 @@ def test_bad_config_error_type():
 
 # ----------------------------------------------------------------------- mesh solver
 def test_small_mesh_run(tmp_path):
-    pytest.importorskip("spherepde.meshsolver")
-    pytest.importorskip("spherepde.densities")
     p = tmp_path / "mesh.toml"
     p.write_text(
         '[run]\nsolver = "mesh"\n[model]\nH = 1\n[weights]\nprocess = "ou"\nseed = 0\n[initial]\nkind = "octahedral"\n'

@@ -92,7 +92,8 @@ def run_files(out: Path) -> dict:
 @pytest.fixture(scope="module")
 def dask_sweep(tmp_path_factory):
     """The sweep on a local Dask cluster of 2 worker processes (run once for the module)."""
-    pytest.importorskip("distributed")
+    import distributed  # noqa: F401  (in the test extra: a missing install must fail, not skip)
+
     folder = tmp_path_factory.mktemp("dask")
     sweep = write_inputs(folder)
     res = run_sweep(sweep, folder / "out", workers=2, progress=False)

@@ -15,8 +15,6 @@ import pytest
 
 from validation.common import to_jsonable
 
-pytest.importorskip("ot")
-pytest.importorskip("matplotlib")
 
 
 def _protocol(mod, res):
