@@ -42,6 +42,7 @@ __all__ = [
     "cluster_count",
     "EnergyBalance",
     "DIAGNOSTIC_COLUMNS",
+    "ENERGY_COLUMNS",
 ]
 
 #: Columns common to both solvers' ``diagnostics.csv`` (mesh runs add ``mass`` and ``rho_min``).
@@ -60,6 +61,9 @@ DIAGNOSTIC_COLUMNS = (
     "edi_exact",
     "mean_resultant",
 )
+
+#: The energy-based columns (undefined, NaN, for general heads).
+ENERGY_COLUMNS = DIAGNOSTIC_COLUMNS[2:12]
 
 
 @dataclass
@@ -190,6 +194,25 @@ class EnergyBalance:
         edi_paper = dE - self.int_dEdt - self.sign * self.int_G2 - self.martingale
         edi_exact = dE - self.int_dEdt - self.int_transport - self.martingale
         return edi_paper, edi_exact
+
+    def columns(self, rates: dict | None) -> dict:
+        """The energy columns of a diagnostics row from the current instantaneous ``rates``
+        (:func:`state_rates`); all NaN when ``rates`` is None (general heads: undefined)."""
+        if rates is None:
+            return {k: float("nan") for k in ENERGY_COLUMNS}
+        edi_paper, edi_exact = self.residuals(rates["energy"])
+        return {
+            "energy": rates["energy"],
+            "dEdt_partial": rates["dEdt_partial"],
+            "martingale": self.martingale,
+            "transport": rates["transport"],
+            "G2": rates["G2"],
+            "int_dEdt": self.int_dEdt,
+            "int_transport": self.int_transport,
+            "int_G2": self.int_G2,
+            "edi_paper": edi_paper,
+            "edi_exact": edi_exact,
+        }
 
     def state(self) -> dict:
         return {k: getattr(self, k) for k in self._fields}

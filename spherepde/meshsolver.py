@@ -80,19 +80,6 @@ log = logging.getLogger(__name__)
 #: Columns of :meth:`MeshSolver.record`: the common diagnostics plus mesh-only ones.
 MESH_COLUMNS = DIAGNOSTIC_COLUMNS + ("mass", "rho_min", "rho_max", "dt_last")
 
-_ENERGY_COLUMNS = (
-    "energy",
-    "dEdt_partial",
-    "martingale",
-    "transport",
-    "G2",
-    "int_dEdt",
-    "int_transport",
-    "int_G2",
-    "edi_paper",
-    "edi_exact",
-)
-
 #: Relative tolerance on negative densities (round-off) before PositivityError.
 NEGATIVE_TOL = 1e-14
 #: Relative (to the weight grid step) distance within which times snap to grid points.
@@ -397,23 +384,7 @@ class MeshSolver:
         g = self.geom
         masses = self.rho * g.areas
         row: dict = {"t": float(self.t), "step": int(self.step_count)}
-        if self._has_energy:
-            r = self._current().rates
-            edi_paper, edi_exact = self.balance.residuals(r["energy"])
-            row.update(
-                energy=r["energy"],
-                dEdt_partial=r["dEdt_partial"],
-                martingale=self.balance.martingale,
-                transport=r["transport"],
-                G2=r["G2"],
-                int_dEdt=self.balance.int_dEdt,
-                int_transport=self.balance.int_transport,
-                int_G2=self.balance.int_G2,
-                edi_paper=edi_paper,
-                edi_exact=edi_exact,
-            )
-        else:
-            row.update({k: float("nan") for k in _ENERGY_COLUMNS})
+        row.update(self.balance.columns(self._current().rates if self._has_energy else None))
         row["mean_resultant"] = float(np.linalg.norm(masses @ g.nodes))
         row["mass"] = float(np.sum(masses))
         row["rho_min"] = float(self.rho.min())

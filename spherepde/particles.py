@@ -242,24 +242,7 @@ class ParticleSolver:
         """The diagnostics row at the current state (MODEL.md section 4)."""
         row = {"t": self.t, "step": self.step_count}
         ev = self._current()
-        if self.path.is_gradient:
-            r = ev["rates"]
-            edi_paper, edi_exact = self.balance.residuals(r["energy"])
-            row.update(
-                energy=r["energy"],
-                dEdt_partial=r["dEdt_partial"],
-                martingale=self.balance.martingale,
-                transport=r["transport"],
-                G2=r["G2"],
-                int_dEdt=self.balance.int_dEdt,
-                int_transport=self.balance.int_transport,
-                int_G2=self.balance.int_G2,
-                edi_paper=edi_paper,
-                edi_exact=edi_exact,
-            )
-        else:
-            nan = float("nan")
-            row.update({k: nan for k in ("energy", "dEdt_partial", "martingale", "transport", "G2", "int_dEdt", "int_transport", "int_G2", "edi_paper", "edi_exact")})
+        row.update(self.balance.columns(ev["rates"] if self.path.is_gradient else None))
         row["mean_resultant"] = mean_resultant_length(self.X, self.w)
         row["speed_rms"] = float(np.sqrt(np.sum(self.w * np.sum(ev["v"] ** 2, axis=1))))
         row["n_clusters"] = cluster_count(self.X, self.cluster_radius)
