@@ -48,7 +48,7 @@ import time
 
 import numpy as np
 
-from validation.common import figure_path, fit_rate, markdown_table
+from validation.common import save_figure, fit_rate, markdown_table
 
 NAME = "analytic"
 TITLE = "Analytic benchmarks: linear stability rates and uniform-state energy"
@@ -409,9 +409,7 @@ def plot(results: dict, out_dir) -> list:
     ax.set_title("Linear rates: relative error")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    paths.append(figure_path(out_dir, "analytic_rate_errors.png"))
-    fig.savefig(paths[-1], dpi=120)
-    plt.close(fig)
+    paths.append(save_figure(fig, out_dir, "analytic_rate_errors.png", dpi=120))
 
     fig, ax = plt.subplots(figsize=(6, 4.5))
     fin = max(p["levels"])
@@ -430,9 +428,7 @@ def plot(results: dict, out_dir) -> list:
     ax.set_title(f"Measured (markers, level {fin}) vs exact (lines)")
     ax.legend(fontsize=7)
     fig.tight_layout()
-    paths.append(figure_path(out_dir, "analytic_rates.png"))
-    fig.savefig(paths[-1], dpi=120)
-    plt.close(fig)
+    paths.append(save_figure(fig, out_dir, "analytic_rates.png", dpi=120))
 
     fig, ax = plt.subplots(figsize=(6, 4.5))
     for beta in p["energy_betas"]:
@@ -443,9 +439,7 @@ def plot(results: dict, out_dir) -> list:
     ax.set_title("Uniform-state energy")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    paths.append(figure_path(out_dir, "analytic_uniform_energy.png"))
-    fig.savefig(paths[-1], dpi=120)
-    plt.close(fig)
+    paths.append(save_figure(fig, out_dir, "analytic_uniform_energy.png", dpi=120))
     return paths
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["fit_rate", "fit_power_law", "markdown_table", "to_jsonable", "save_json", "figure_path"]
+__all__ = ["fit_rate", "fit_power_law", "markdown_table", "to_jsonable", "save_json", "figure_path", "save_figure"]
 
 
 def fit_rate(h, err) -> float:
@@ -78,3 +78,13 @@ def figure_path(out_dir, name: str) -> Path:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     return out / name
+
+
+def save_figure(fig, out_dir, name: str, dpi: int = 120) -> Path:
+    """Save a Matplotlib figure as ``out_dir/name``, close it, and return the path."""
+    import matplotlib.pyplot as plt
+
+    path = figure_path(out_dir, name)
+    fig.savefig(path, dpi=dpi)
+    plt.close(fig)
+    return path

@@ -38,7 +38,7 @@ import time
 
 import numpy as np
 
-from validation.common import figure_path, fit_power_law, markdown_table
+from validation.common import save_figure, fit_power_law, markdown_table
 
 NAME = "paper_section6"
 TITLE = "The paper's Section 6: G^2 against the number of heads, OU and oscillating weights"
@@ -466,7 +466,7 @@ def plot(results, out_dir) -> list:
         ax.axvline(p["t_avg"], color="k", ls=":", lw=0.8)
         ax.set_xlabel("t"); ax.set_ylabel("G^2"); ax.set_title(f"{regime}: G^2(t)"); ax.legend(fontsize=8)
     fig.tight_layout()
-    pth = figure_path(out_dir, "paper_section6_G2.png"); fig.savefig(pth, dpi=110); plt.close(fig); paths.append(pth)
+    paths.append(save_figure(fig, out_dir, "paper_section6_G2.png", dpi=110))
     # log-log G2 vs H with fit
     fig, ax = plt.subplots(figsize=(5.5, 4))
     for regime, r in parts.items():
@@ -480,7 +480,7 @@ def plot(results, out_dir) -> list:
                       label=f"{regime}: b={f['b']:.2f} [{f['ci95'][0]:.2f},{f['ci95'][1]:.2f}]")
     ax.set_xlabel("H"); ax.set_ylabel(f"time-averaged G^2 (t >= {p['t_avg']:g})"); ax.legend(fontsize=8)
     fig.tight_layout()
-    pth = figure_path(out_dir, "paper_section6_G2_vs_H.png"); fig.savefig(pth, dpi=110); plt.close(fig); paths.append(pth)
+    paths.append(save_figure(fig, out_dir, "paper_section6_G2_vs_H.png", dpi=110))
     # energy balance curves
     Hs = parts[next(iter(parts))]["H"]
     fig, axes = plt.subplots(len(parts), len(Hs), figsize=(4.2 * len(Hs), 3.2 * len(parts)), squeeze=False)
@@ -499,7 +499,7 @@ def plot(results, out_dir) -> list:
             if a == 0 and b == 0:
                 ax.legend(fontsize=6)
     fig.tight_layout()
-    pth = figure_path(out_dir, "paper_section6_energy_balance.png"); fig.savefig(pth, dpi=100); plt.close(fig); paths.append(pth)
+    paths.append(save_figure(fig, out_dir, "paper_section6_energy_balance.png", dpi=100))
     # snapshots (largest H)
     fig = plt.figure(figsize=(4 * 3, 3.6 * len(parts)))
     for a, (regime, r) in enumerate(parts.items()):
@@ -511,7 +511,7 @@ def plot(results, out_dir) -> list:
             ax.set_xlim(-1, 1); ax.set_ylim(-1, 1); ax.set_zlim(-1, 1)
             ax.set_title(f"{regime}, H={max(r['H'])}, t={ts}", fontsize=9)
     fig.tight_layout()
-    pth = figure_path(out_dir, "paper_section6_snapshots.png"); fig.savefig(pth, dpi=100); plt.close(fig); paths.append(pth)
+    paths.append(save_figure(fig, out_dir, "paper_section6_snapshots.png", dpi=100))
     # mesh vs particles
     if "mesh" in results and results["mesh"]["runs"]:
         runs = results["mesh"]["runs"]
@@ -521,5 +521,5 @@ def plot(results, out_dir) -> list:
             ax.semilogy(v["t"], np.maximum(v["particles_G2"], 1e-300), label=f"particles n={p['n']}")
             ax.set_title(key, fontsize=8); ax.set_xlabel("t"); ax.legend(fontsize=7)
         fig.tight_layout()
-        pth = figure_path(out_dir, "paper_section6_mesh_vs_particles.png"); fig.savefig(pth, dpi=100); plt.close(fig); paths.append(pth)
+        paths.append(save_figure(fig, out_dir, "paper_section6_mesh_vs_particles.png", dpi=100))
     return paths

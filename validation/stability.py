@@ -36,7 +36,7 @@ import time
 
 import numpy as np
 
-from validation.common import figure_path, fit_rate, markdown_table
+from validation.common import save_figure, fit_rate, markdown_table
 
 NAME = "stability"
 TITLE = "Stability: Gronwall growth of perturbations of the initial data and of the weights"
@@ -396,7 +396,7 @@ def plot(results, out_dir) -> list:
             ax.semilogy(t, np.exp(max(Lf, 0) * t), "k:", label="e^(L_eff t)")
         ax.set_xlabel("t"); ax.set_ylabel("d(t)/d(0)"); ax.set_title(f"initial perturbation, H={H}"); ax.legend(fontsize=6)
     fig.tight_layout()
-    pth = figure_path(out_dir, "stability_initial.png"); fig.savefig(pth, dpi=110); plt.close(fig); paths.append(pth)
+    paths.append(save_figure(fig, out_dir, "stability_initial.png", dpi=110))
     fig, ax = plt.subplots(figsize=(5.5, 4))
     for H, r in results["weights"].items():
         if H == "S":
@@ -409,7 +409,7 @@ def plot(results, out_dir) -> list:
         ax.loglog(b["eps"], [v[-1] for v in b["w1"]], "^--", label=f"mesh W1 (order {b['order_w1']:.2f})")
     ax.set_xlabel("eps"); ax.set_ylabel("distance at T"); ax.set_title("weight perturbation D + eps S"); ax.legend(fontsize=7)
     fig.tight_layout()
-    pth = figure_path(out_dir, "stability_weights.png"); fig.savefig(pth, dpi=110); plt.close(fig); paths.append(pth)
+    paths.append(save_figure(fig, out_dir, "stability_weights.png", dpi=110))
     if "mesh" in results:
         m = results["mesh"]
         fig, ax = plt.subplots(figsize=(5.5, 4))
@@ -419,5 +419,5 @@ def plot(results, out_dir) -> list:
             ax.semilogy(m["t"], w / w[0], "x--", label=f"W1, eps={e:g}")
         ax.set_xlabel("t"); ax.set_ylabel("d(t)/d(0)"); ax.set_title(f"mesh level {m['level']}: perturbed rho_0"); ax.legend(fontsize=7)
         fig.tight_layout()
-        pth = figure_path(out_dir, "stability_mesh.png"); fig.savefig(pth, dpi=110); plt.close(fig); paths.append(pth)
+        paths.append(save_figure(fig, out_dir, "stability_mesh.png", dpi=110))
     return paths

@@ -40,7 +40,7 @@ import time
 
 import numpy as np
 
-from validation.common import figure_path, fit_rate, markdown_table
+from validation.common import save_figure, fit_rate, markdown_table
 
 NAME = "structure"
 TITLE = "Structure preservation: mass, positivity, energy monotonicity, energy balance"
@@ -502,9 +502,7 @@ def plot(results: dict, out_dir) -> list:
         ax.set_xlabel("step")
         ax.legend(fontsize=7)
     fig.tight_layout()
-    paths.append(figure_path(out_dir, "structure_mass_positivity.png"))
-    fig.savefig(paths[-1], dpi=120)
-    plt.close(fig)
+    paths.append(save_figure(fig, out_dir, "structure_mass_positivity.png", dpi=120))
 
     fig, ax = plt.subplots(figsize=(6, 4))
     for r in results["monotonicity"]:
@@ -515,9 +513,7 @@ def plot(results: dict, out_dir) -> list:
     ax.set_title("Mesh energy after every step (one frozen head)")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    paths.append(figure_path(out_dir, "structure_energy_monotone.png"))
-    fig.savefig(paths[-1], dpi=120)
-    plt.close(fig)
+    paths.append(save_figure(fig, out_dir, "structure_energy_monotone.png", dpi=120))
 
     fig, axs = plt.subplots(1, 3, figsize=(15, 4.2))
     ax = axs[0]
@@ -552,9 +548,7 @@ def plot(results: dict, out_dir) -> list:
     ax.set_title("H = 3 OU, one Brownian path per seed")
     ax.legend(fontsize=7)
     fig.tight_layout()
-    paths.append(figure_path(out_dir, "structure_edi.png"))
-    fig.savefig(paths[-1], dpi=120)
-    plt.close(fig)
+    paths.append(save_figure(fig, out_dir, "structure_edi.png", dpi=120))
     return paths
 
 
