@@ -77,7 +77,9 @@ def _progress_printer(enabled: bool):
     return say
 
 
-def run_validation(size: str = "quick", out=DEFAULT_OUT, only=None, *, force: bool = False, progress: bool = True) -> dict:
+def run_validation(
+    size: str = "quick", out=DEFAULT_OUT, only=None, *, force: bool = False, progress: bool = True, verbose: bool = False
+) -> dict:
     """Run the validation studies and write ``out/report.md`` and ``out/report.json``.
 
     Parameters
@@ -88,6 +90,8 @@ def run_validation(size: str = "quick", out=DEFAULT_OUT, only=None, *, force: bo
     force : write into an existing non-empty folder (files of the same name are
         overwritten; nothing else is deleted).
     progress : print which study is running to stderr.
+    verbose : also pass ``verbose=True`` to every study, which then prints one line per
+        run it finishes (the long ``--full`` studies take up to an hour each).
 
     Returns
     -------
@@ -144,7 +148,7 @@ def run_validation(size: str = "quick", out=DEFAULT_OUT, only=None, *, force: bo
         try:
             mod = importlib.import_module(modname)
             entry["title"] = getattr(mod, "TITLE", name)
-            results = mod.run(size)
+            results = mod.run(size, verbose=True) if verbose else mod.run(size)
         except Exception as exc:  # noqa: BLE001 - a broken study must not stop the others
             entry.update(status="error", error=f"{type(exc).__name__}: {exc}", traceback=traceback.format_exc(), wall_s=time.perf_counter() - t0)
             say(f"[{i}/{len(names)}] {name}: ERROR after {entry['wall_s']:.1f} s: {entry['error']}")
@@ -270,7 +274,7 @@ def render_markdown(report: dict) -> str:
 def cmd_validate(args) -> int:
     size = "smoke" if args.smoke else "full" if args.full else "quick"
     try:
-        report = run_validation(size, args.out, args.only, force=args.force, progress=not args.quiet)
+        report = run_validation(size, args.out, args.only, force=args.force, progress=not args.quiet, verbose=args.verbose > 0 and not args.quiet)
     except (ValueError, OutputExistsError) as exc:
         print(f"spherepde: error: {exc}", file=sys.stderr)
         return 2

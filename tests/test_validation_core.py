@@ -152,3 +152,37 @@ def test_missing_study_is_reported_not_fatal(tmp_path, monkeypatch):
     rep = run_validation("smoke", tmp_path / "r", only=["not_written_yet"], progress=False)
     assert rep["missing"] == ["not_written_yet"] and rep["studies"]["not_written_yet"]["status"] == "missing"
     assert "not_written_yet" in (tmp_path / "r" / "report.md").read_text()
+
+
+def test_verbose_reaches_every_study(tmp_path, monkeypatch):
+    """``validate -v`` hands ``verbose=True`` to each study; every study accepts it."""
+    import inspect
+
+    import validation
+    from spherepde import validate_cli
+
+    for name in validation.STUDIES:
+        mod = __import__(f"validation.{name}", fromlist=["run"])
+        src = inspect.getsource(mod.run)
+        assert "verbose" in src, f"validation.{name}.run ignores the verbose flag passed by `spherepde validate -v`"
+
+    seen = []
+    real = analytic.run
+
+    def spy(size, **kw):
+        seen.append(kw.get("verbose"))
+        return real(size, **kw)
+
+    monkeypatch.setattr(analytic, "run", spy)
+    validate_cli.run_validation("smoke", tmp_path / "a", only=["analytic"], progress=False, verbose=True)
+    validate_cli.run_validation("smoke", tmp_path / "b", only=["analytic"], progress=False)
+    assert seen == [True, None]
+
+
+def test_progress_logger_writes_to_stderr(capsys):
+    from validation.common import progress_logger
+
+    progress_logger(True)("run 3 of 20 done")
+    progress_logger(False)("silent")
+    cap = capsys.readouterr()
+    assert cap.err == "run 3 of 20 done\n" and cap.out == ""

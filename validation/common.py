@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -88,3 +89,18 @@ def save_figure(fig, out_dir, name: str, dpi: int = 120) -> Path:
     fig.savefig(path, dpi=dpi)
     plt.close(fig)
     return path
+
+
+def progress_logger(verbose: bool):
+    """A ``log(msg)`` that prints one progress line to stderr (flushed) when ``verbose``, else does nothing.
+
+    Studies take ``verbose=True`` from ``spherepde validate -v`` so that hour-long ``--full``
+    runs say which run they are on.
+    """
+    if not verbose:
+        return lambda *_a, **_k: None
+
+    def log(*args, **kwargs) -> None:
+        print(*args, file=sys.stderr, flush=True, **kwargs)
+
+    return log

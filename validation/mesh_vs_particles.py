@@ -55,7 +55,7 @@ import time
 
 import numpy as np
 
-from validation.common import figure_path, fit_rate, markdown_table
+from validation.common import figure_path, fit_rate, markdown_table, progress_logger
 
 NAME = "mesh_vs_particles"
 TITLE = "Mesh solver versus particle solver: convergence in mesh size h and token count n"
@@ -351,7 +351,7 @@ def run(size: str = "quick", **overrides) -> dict:
     p = dict(SIZES[size])
     p.update(overrides)
     verbose = bool(p.pop("verbose", False))
-    log = print if verbose else (lambda *_a, **_k: None)
+    log = progress_logger(verbose)
     t0 = time.perf_counter()
     cases = {c: _case(c, p, log) for c in p["cases"]}
     wall = time.perf_counter() - t0

@@ -38,7 +38,7 @@ import time
 
 import numpy as np
 
-from validation.common import save_figure, fit_power_law, markdown_table
+from validation.common import save_figure, fit_power_law, markdown_table, progress_logger
 
 NAME = "paper_section6"
 TITLE = "The paper's Section 6: G^2 against the number of heads, OU and oscillating weights"
@@ -317,7 +317,7 @@ def run(size: str = "quick", **overrides) -> dict:
     p = dict(SIZES[size])
     p.update(overrides)
     verbose = bool(p.pop("verbose", False))
-    log = print if verbose else (lambda *_a, **_k: None)
+    log = progress_logger(verbose)
     t0 = time.perf_counter()
     res = {"name": NAME, "title": TITLE, "size": size, "params": p}
     res["particles"] = _particles(p, log)

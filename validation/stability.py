@@ -36,7 +36,7 @@ import time
 
 import numpy as np
 
-from validation.common import save_figure, fit_rate, markdown_table
+from validation.common import save_figure, fit_rate, markdown_table, progress_logger
 
 NAME = "stability"
 TITLE = "Stability: Gronwall growth of perturbations of the initial data and of the weights"
@@ -293,7 +293,7 @@ def run(size: str = "quick", **overrides) -> dict:
     p = dict(SIZES[size])
     p.update(overrides)
     verbose = bool(p.pop("verbose", False))
-    log = print if verbose else (lambda *_a, **_k: None)
+    log = progress_logger(verbose)
     t0 = time.perf_counter()
     res = {"name": NAME, "title": TITLE, "size": size, "params": p}
     res["initial"] = _initial_particles(p, log)

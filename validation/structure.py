@@ -312,6 +312,7 @@ def run(size: str = "quick", **overrides) -> dict:
     if size not in SIZES:
         raise ValueError(f"unknown size {size!r}; use one of {sorted(SIZES)}")
     p = dict(SIZES[size])
+    overrides.pop("verbose", None)  # accepted for a uniform interface; these studies are short
     bad = set(overrides) - set(p)
     if bad:
         raise ValueError(f"unknown parameter(s) {sorted(bad)}; valid: {sorted(p)}")
