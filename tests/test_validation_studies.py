@@ -104,6 +104,25 @@ def test_paper_section6_outcomes(paper):
     for v in res["mesh"]["runs"].values():
         assert np.all(np.isfinite(v["mesh_G2"])) and np.all(np.isfinite(v["particles_G2"]))
         assert v["G2_rel_diff_t0"] < 0.5
+    # density snapshots of the largest-H run at the snapshot times within mesh_T, a density each
+    m, prm = res["mesh"], res["params"]
+    want = sorted(f"{s:g}" for s in prm["snapshots"] if s <= prm["mesh_T"] + 1e-9)
+    snapped = [v for v in m["runs"].values() if "mesh_snapshots" in v]
+    from spherepde.mesh import icosphere
+
+    areas = np.asarray(icosphere(m["level"]).areas)
+    assert snapped and all(v["H"] == max(prm["mesh_H"]) and v["path"] == 0 for v in snapped)
+    for v in snapped:
+        assert sorted(v["mesh_snapshots"]) == want
+        for rho in v["mesh_snapshots"].values():
+            rho = np.asarray(rho)
+            assert rho.shape == (m["cells"],) and rho.min() >= 0
+            assert np.isclose(rho @ areas, 1.0, rtol=1e-5)  # a probability density (6 stored digits)
+    # density-level exponent fitted over mesh_H for each mesh regime, for mesh and same-path particles
+    assert set(m["fits"]) == set(prm["mesh_regimes"])
+    for f in m["fits"].values():
+        assert f["H"] == list(prm["mesh_H"]) and np.isfinite(f["mesh_fit"]["b"]) and np.isfinite(f["particles_fit"]["b"])
+    assert "Density-level exponent" in res["summary"]
 
 
 # --------------------------------------------------------------------------- stability
