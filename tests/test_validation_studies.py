@@ -122,6 +122,12 @@ def test_paper_section6_outcomes(paper):
     assert set(m["fits"]) == set(prm["mesh_regimes"])
     for f in m["fits"].values():
         assert f["H"] == list(prm["mesh_H"]) and np.isfinite(f["mesh_fit"]["b"]) and np.isfinite(f["particles_fit"]["b"])
+        assert [len(v) for v in f["mesh_tavg"]] == [f["paths"]] * len(f["H"])
+    # with two OU paths per H the bootstrap interval over paths exists
+    lo, hi = m["fits"]["ou"]["mesh_fit"]["ci95"]
+    assert m["fits"]["ou"]["paths"] == 2 and np.isfinite(lo) and lo <= hi
+    # one path per H: no interval, said as nan
+    assert all(np.isnan(x) for x in m["fits"]["osc-in-phase"]["mesh_fit"]["ci95"])
     assert "Density-level exponent" in res["summary"]
 
 
