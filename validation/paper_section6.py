@@ -547,7 +547,15 @@ def plot(results, out_dir) -> list:
         if np.isfinite(f["b"]):
             ax.loglog(Hs, f["a"] * Hs ** f["b"], "-", color=f"C{list(parts).index(regime)}",
                       label=f"{regime}: b={f['b']:.2f} [{f['ci95'][0]:.2f},{f['ci95'][1]:.2f}]")
-    ax.set_xlabel("H"); ax.set_ylabel(f"time-averaged G^2 (t >= {p['t_avg']:g})"); ax.legend(fontsize=8)
+    for regime, f in (results.get("mesh", {}).get("fits") or {}).items():  # density level: open squares, dashed fit
+        c = f"C{list(parts).index(regime)}" if regime in parts else "k"
+        Hs = np.asarray(f["H"], float)
+        ax.loglog(Hs, f["mesh_tavg_mean"], "s", mfc="none", color=c, ms=8)
+        fm = f["mesh_fit"]
+        if np.isfinite(fm["b"]):
+            ax.loglog(Hs, fm["a"] * Hs ** fm["b"], "--", color=c, lw=1, label=f"{regime}, mesh: b={fm['b']:.2f}")
+    ax.set_xlabel("H"); ax.set_ylabel(f"time-averaged G^2 (t >= {p['t_avg']:g})"); ax.legend(fontsize=7)
+    ax.set_title("particles (dots, solid) and mesh (squares, dashed)", fontsize=9)
     fig.tight_layout()
     paths.append(save_figure(fig, out_dir, "paper_section6_G2_vs_H.png", dpi=110))
     # energy balance curves
