@@ -164,7 +164,7 @@ def test_verbose_reaches_every_study(tmp_path, monkeypatch):
     for name in validation.STUDIES:
         mod = __import__(f"validation.{name}", fromlist=["run"])
         src = inspect.getsource(mod.run)
-        assert "verbose" in src, f"validation.{name}.run ignores the verbose flag passed by `spherepde validate -v`"
+        assert "study_params(SIZES, size, overrides" in src, f"validation.{name}.run does not take `verbose` through study_params"
 
     seen = []
     real = analytic.run
@@ -186,3 +186,17 @@ def test_progress_logger_writes_to_stderr(capsys):
     progress_logger(False)("silent")
     cap = capsys.readouterr()
     assert cap.err == "run 3 of 20 done\n" and cap.out == ""
+
+
+def test_study_params():
+    from validation.common import study_params
+
+    sizes = {"smoke": {"a": 1, "b": 2}}
+    p, log = study_params(sizes, "smoke", {"b": 3, "verbose": True})
+    assert p == {"a": 1, "b": 3} and sizes["smoke"] == {"a": 1, "b": 2}
+    p, _ = study_params(sizes, "smoke", {"c": 4})
+    assert p["c"] == 4
+    with pytest.raises(ValueError, match=r"unknown parameter\(s\) \['c'\]"):
+        study_params(sizes, "smoke", {"c": 4}, strict=True)
+    with pytest.raises(ValueError, match="unknown size 'huge'"):
+        study_params(sizes, "huge", {})

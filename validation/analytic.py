@@ -48,7 +48,7 @@ import time
 
 import numpy as np
 
-from validation.common import save_figure, fit_rate, markdown_table
+from validation.common import save_figure, fit_rate, print_study, study_params
 
 NAME = "analytic"
 TITLE = "Analytic benchmarks: linear stability rates and uniform-state energy"
@@ -236,14 +236,7 @@ def uniform_energies(p: dict) -> list[dict]:
 # ------------------------------------------------------------------ protocol
 def run(size: str = "quick", **overrides) -> dict:
     """Run the study (module docstring); returns JSON-serialisable results with ``summary`` and ``checks``."""
-    if size not in SIZES:
-        raise ValueError(f"unknown size {size!r}; use one of {sorted(SIZES)}")
-    p = dict(SIZES[size])
-    overrides.pop("verbose", None)  # accepted for a uniform interface; these studies are short
-    bad = set(overrides) - set(p)
-    if bad:
-        raise ValueError(f"unknown parameter(s) {sorted(bad)}; valid: {sorted(p)}")
-    p.update(overrides)
+    p, _log = study_params(SIZES, size, overrides, strict=True)  # these studies are short: no progress lines
     t0 = time.perf_counter()
     rates = linear_rates(p)
     t1 = time.perf_counter()
@@ -447,8 +440,4 @@ def plot(results: dict, out_dir) -> list:
 if __name__ == "__main__":  # pragma: no cover
     import sys
 
-    res = run(sys.argv[1] if len(sys.argv) > 1 else "smoke")
-    for t in res["tables"]:
-        print(t["title"])
-        print(markdown_table(t["headers"], t["rows"]))
-    print(res["summary"])
+    print_study(run(sys.argv[1] if len(sys.argv) > 1 else "smoke"))

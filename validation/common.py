@@ -104,3 +104,39 @@ def progress_logger(verbose: bool):
         print(*args, file=sys.stderr, flush=True, **kwargs)
 
     return log
+
+
+def study_params(sizes: dict, size: str, overrides: dict, *, strict: bool = False):
+    """The parameters of a study's ``run(size, **overrides)`` and its progress ``log``.
+
+    ``sizes[size]`` is copied and updated with ``overrides``; ``verbose`` is taken out of
+    the overrides (see :func:`progress_logger`). ``strict`` rejects override keys that the
+    size does not define. Raises ValueError on an unknown size or (strict) key.
+    """
+    if size not in sizes:
+        raise ValueError(f"unknown size {size!r}; use one of {sorted(sizes)}")
+    overrides = dict(overrides)
+    verbose = bool(overrides.pop("verbose", False))
+    p = dict(sizes[size])
+    bad = set(overrides) - set(p)
+    if strict and bad:
+        raise ValueError(f"unknown parameter(s) {sorted(bad)}; valid: {sorted(p)}")
+    p.update(overrides)
+    return p, progress_logger(verbose)
+
+
+def checks_line(checks: dict) -> str:
+    """The closing sentence of a study summary: which checks passed and which failed."""
+    ok = [k for k, v in checks.items() if v]
+    bad = [k for k, v in checks.items() if not v]
+    return f"\nChecks passed: {', '.join(ok) or 'none'}. Failed: {', '.join(bad) or 'none'}."
+
+
+def print_study(res: dict) -> None:
+    """Print a study's tables (if any) and summary: the ``python -m validation.NAME`` output."""
+    for t in res.get("tables", []):
+        print(t["title"])
+        print(markdown_table(t["headers"], t["rows"]))
+    if "wall_s" in res:  # seconds, or seconds per part
+        print("wall time (s):", res["wall_s"])
+    print(res["summary"])

@@ -55,7 +55,7 @@ import time
 
 import numpy as np
 
-from validation.common import figure_path, fit_rate, markdown_table, progress_logger
+from validation.common import figure_path, fit_rate, markdown_table, study_params, checks_line
 
 NAME = "mesh_vs_particles"
 TITLE = "Mesh solver versus particle solver: convergence in mesh size h and token count n"
@@ -346,12 +346,7 @@ def _case(case: str, p: dict, log) -> dict:
 # -------------------------------------------------------------------------------- run
 def run(size: str = "quick", **overrides) -> dict:
     """Run the study at ``size`` (smoke/quick/full); keyword overrides replace parameters."""
-    if size not in SIZES:
-        raise ValueError(f"unknown size {size!r}; use one of {sorted(SIZES)}")
-    p = dict(SIZES[size])
-    p.update(overrides)
-    verbose = bool(p.pop("verbose", False))
-    log = progress_logger(verbose)
+    p, log = study_params(SIZES, size, overrides)
     t0 = time.perf_counter()
     cases = {c: _case(c, p, log) for c in p["cases"]}
     wall = time.perf_counter() - t0
@@ -419,9 +414,7 @@ def _summary(res) -> str:
             "or a little flatter with the sqrt(log n) factor on a 2-manifold)."
         )
         lines.append(_interpret(c, r))
-    ok = [k for k, v in res["checks"].items() if v]
-    bad = [k for k, v in res["checks"].items() if not v]
-    lines.append(f"\nChecks passed: {', '.join(ok) or 'none'}. Failed: {', '.join(bad) or 'none'}.")
+    lines.append(checks_line(res["checks"]))
     return "\n".join(lines)
 
 

@@ -43,7 +43,7 @@ import time
 
 import numpy as np
 
-from validation.common import save_figure, fit_power_law, markdown_table, progress_logger
+from validation.common import save_figure, fit_power_law, markdown_table, study_params, checks_line
 
 NAME = "paper_section6"
 TITLE = "The paper's Section 6: G^2 against the number of heads, OU and oscillating weights"
@@ -325,7 +325,7 @@ def _mesh(p, log) -> dict:
     # density-level exponent b: mean over paths of <G2> per H, fitted a H^b (mesh and the particles on the same paths)
     out["fits"] = {}
     for regime in p["mesh_regimes"]:
-        Hs = [H for H in p["mesh_H"]]
+        Hs = list(p["mesh_H"])
         if len(Hs) < 2:
             continue
         fit = {"H": Hs, "paths": _n_mesh_paths(p, regime)}
@@ -352,12 +352,7 @@ def _n_mesh_paths(p, regime) -> int:
 # -------------------------------------------------------------------------------- run
 def run(size: str = "quick", **overrides) -> dict:
     """Run the study at ``size`` (smoke/quick/full); keyword overrides replace parameters."""
-    if size not in SIZES:
-        raise ValueError(f"unknown size {size!r}; use one of {sorted(SIZES)}")
-    p = dict(SIZES[size])
-    p.update(overrides)
-    verbose = bool(p.pop("verbose", False))
-    log = progress_logger(verbose)
+    p, log = study_params(SIZES, size, overrides)
     t0 = time.perf_counter()
     res = {"name": NAME, "title": TITLE, "size": size, "params": p}
     res["particles"] = _particles(p, log)
@@ -372,6 +367,12 @@ def run(size: str = "quick", **overrides) -> dict:
     return res
 
 
+def _b_matches(b, ci, target, tol: float = 0.25) -> bool:
+    """The paper's exponent counts as reproduced when b is within ``tol`` of it or inside the 95% interval."""
+    lo, hi = ci
+    return bool(np.isfinite(b) and (abs(b - target) <= tol or lo <= target <= hi))
+
+
 def _checks(res) -> dict:
     ch = {}
     parts = res["particles"]
@@ -380,14 +381,14 @@ def _checks(res) -> dict:
     for regime, r in parts.items():
         b, (lo, hi) = r["fit"]["b"], r["fit"]["ci95"]
         target = -1.0 if regime == "ou" else 0.0
-        ch[f"{regime}_b_near_{target:g}"] = bool(np.isfinite(b) and (abs(b - target) <= 0.25 or (lo <= target <= hi)))
+        ch[f"{regime}_b_near_{target:g}"] = _b_matches(b, (lo, hi), target)
     if "mesh" in res:
         ch["mesh_curves_finite"] = all(np.all(np.isfinite(v["mesh_G2"])) for v in res["mesh"]["runs"].values())
         for regime, f in res["mesh"].get("fits", {}).items():
             if len(f["H"]) >= 3:  # a fitted exponent needs a range of H; smoke sizes fit two points only
                 b, (lo, hi) = f["mesh_fit"]["b"], f["mesh_fit"]["ci95"]
                 target = -1.0 if regime == "ou" else 0.0
-                ch[f"mesh_{regime}_b_near_{target:g}"] = bool(np.isfinite(b) and (abs(b - target) <= 0.25 or lo <= target <= hi))
+                ch[f"mesh_{regime}_b_near_{target:g}"] = _b_matches(b, (lo, hi), target)
     return ch
 
 
@@ -428,7 +429,7 @@ def _summary(res) -> str:
     for regime, r in parts.items():
         b, (lo, hi) = r["fit"]["b"], r["fit"]["ci95"]
         target = -1.0 if regime == "ou" else 0.0
-        ok = np.isfinite(b) and (abs(b - target) <= 0.25 or lo <= target <= hi)
+        ok = _b_matches(b, (lo, hi), target)
         verdicts.append(f"{regime}: b = {_f(b)} (CI [{_f(lo)}, {_f(hi)}]) -- the paper's b = {target:g} is "
                         + ("REPRODUCED (within 0.25 or inside the interval)." if ok else "NOT reproduced."))
         m = r["tavg_mean"]
@@ -503,7 +504,7 @@ def _summary(res) -> str:
                 target = -1.0 if regime == "ou" else 0.0
                 bm, bp = f["mesh_fit"]["b"], f["particles_fit"]["b"]
                 lo, hi = f["mesh_fit"]["ci95"]
-                okm = np.isfinite(bm) and (abs(bm - target) <= 0.25 or lo <= target <= hi)
+                okm = _b_matches(bm, (lo, hi), target)
                 verdict.append(f"{regime}: mesh b = {_f(bm)}, particles b = {_f(bp)} on the same paths -- the paper's b = {target:g} is "
                                + ("reproduced at the density level (within 0.25 or inside the interval)" if okm else "NOT reproduced at the density level")
                                + (f"; mesh and particles differ by {abs(bm - bp):.2g} in b." if np.isfinite(bm) and np.isfinite(bp) else "."))
@@ -511,9 +512,7 @@ def _summary(res) -> str:
         if any("mesh_snapshots" in v for v in m["runs"].values()):
             L.append("\nDensity snapshots of the largest-H mesh run (one per regime) are in the figure `paper_section6_mesh_snapshots.png`, "
                      "with the particles of the same path at the final time overlaid.")
-    ok = [k for k, v in res["checks"].items() if v]
-    bad = [k for k, v in res["checks"].items() if not v]
-    L.append(f"\nChecks passed: {', '.join(ok) or 'none'}. Failed: {', '.join(bad) or 'none'}.")
+    L.append(checks_line(res["checks"]))
     return "\n".join(L)
 
 

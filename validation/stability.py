@@ -36,7 +36,7 @@ import time
 
 import numpy as np
 
-from validation.common import save_figure, fit_rate, markdown_table, progress_logger
+from validation.common import save_figure, fit_rate, markdown_table, study_params, checks_line
 
 NAME = "stability"
 TITLE = "Stability: Gronwall growth of perturbations of the initial data and of the weights"
@@ -288,12 +288,7 @@ def _mesh(p, log) -> dict:
 # -------------------------------------------------------------------------------- run
 def run(size: str = "quick", **overrides) -> dict:
     """Run the study at ``size`` (smoke/quick/full); keyword overrides replace parameters."""
-    if size not in SIZES:
-        raise ValueError(f"unknown size {size!r}; use one of {sorted(SIZES)}")
-    p = dict(SIZES[size])
-    p.update(overrides)
-    verbose = bool(p.pop("verbose", False))
-    log = progress_logger(verbose)
+    p, log = study_params(SIZES, size, overrides)
     t0 = time.perf_counter()
     res = {"name": NAME, "title": TITLE, "size": size, "params": p}
     res["initial"] = _initial_particles(p, log)
@@ -370,9 +365,7 @@ def _summary(res) -> str:
             f"order of d(T) in d(0): L1 {_f(a['order_T_l1'])}, W1 {_f(a['order_T_w1'])}. Weight perturbation: order in eps "
             f"L1 {_f(b['order_l1'])}, W1 {_f(b['order_w1'])}."
         )
-    ok = [k for k, v in res["checks"].items() if v]
-    bad = [k for k, v in res["checks"].items() if not v]
-    L.append(f"\nChecks passed: {', '.join(ok) or 'none'}. Failed: {', '.join(bad) or 'none'}.")
+    L.append(checks_line(res["checks"]))
     return "\n".join(L)
 
 
