@@ -2,12 +2,12 @@
 
     python benchmarks/bench.py [--json] [--quick]
 
-Same as ``spherepde bench``; see :mod:`spherepde.bench_cli` for what is measured.
+Same as ``spherepde bench``; see :mod:`spherepde.cli.bench` for what is measured.
 """
 
 import sys
 
-from spherepde.bench_cli import main
+from spherepde.cli.bench import main
 
 if __name__ == "__main__":
     sys.exit(main())

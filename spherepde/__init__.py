@@ -1,38 +1,45 @@
 """spherepde: the Transformer PDE (mean-field multi-head self-attention) on the sphere.
 
-The curated public API; see README.md and ``../shared/design/MODEL.md`` for the model.
+The curated public API; the model, its conventions and the discrete schemes are in
+``docs/model.md``. The package reads in the order data flows: :mod:`spherepde.runs`
+(configuration) -> :mod:`spherepde.geometry` (mesh, densities) and
+:mod:`spherepde.model` (weight paths, velocity, energy) -> :mod:`spherepde.attention`
+(attention sums) -> :mod:`spherepde.solvers` -> :mod:`spherepde.runs` (run folders,
+sweeps) -> :mod:`spherepde.viz` and :mod:`spherepde.validation`.
 """
 
 __version__ = "0.1.0"
 
-from spherepde.config import Config, ConfigError, default_config, load_config  # noqa: E402
-from spherepde.mesh import SphereMesh, icosphere, read_mesh  # noqa: E402
-from spherepde.particles import ParticleSolver, initial_tokens  # noqa: E402
-from spherepde.weights import (  # noqa: E402
+from spherepde.geometry import densities  # noqa: E402
+from spherepde.geometry.mesh import SphereMesh  # noqa: E402
+from spherepde.geometry.meshio import icosphere, read_mesh  # noqa: E402
+from spherepde.model.weights import (  # noqa: E402
     FrozenProcess,
     OscillatingProcess,
     OUProcess,
     WeightPath,
     generate_weight_path,
 )
+from spherepde.runs.config import Config, ConfigError, default_config, load_config  # noqa: E402
+from spherepde.solvers.particles import ParticleSolver, initial_tokens  # noqa: E402
 
 
 def __getattr__(name):
-    # the mesh solver and the run driver are imported on first use
+    # the mesh solver, the run driver and the pictures are imported on first use
     if name == "MeshSolver":
-        from spherepde.meshsolver import MeshSolver
+        from spherepde.solvers.mesh import MeshSolver
 
         return MeshSolver
     if name in ("run", "resume", "monte_carlo"):
-        from spherepde import runner
+        from spherepde.runs import runner
 
         return getattr(runner, name)
     if name in ("plot_density", "plot_particles", "plot_run", "render_animation"):
-        from spherepde import viz
+        from spherepde.viz import render
 
-        return getattr(viz, name)
+        return getattr(render, name)
     if name == "write_figures":
-        from spherepde.plots import write_figures
+        from spherepde.viz.plots import write_figures
 
         return write_figures
     raise AttributeError(f"module 'spherepde' has no attribute {name!r}")
@@ -47,6 +54,7 @@ __all__ = [
     "SphereMesh",
     "icosphere",
     "read_mesh",
+    "densities",
     "WeightPath",
     "generate_weight_path",
     "OUProcess",

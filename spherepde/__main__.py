@@ -1,3 +1,3 @@
-from spherepde.cli import main
+from spherepde.cli.main import main
 
 raise SystemExit(main())

@@ -14,9 +14,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from spherepde import __version__, runner
-from spherepde.cli import main
-from spherepde.config import default_config, load_config
+from spherepde import __version__
+from spherepde.cli.main import main
+from spherepde.runs import runner
+from spherepde.runs.config import default_config, load_config
 
 CFG = """
 [run]
@@ -131,10 +132,10 @@ def test_config_list_and_show_examples(capsys, tmp_path):
     for name in names:
         code, text, _ = cli(capsys, "config", "--example", name)
         assert code == 0
-        shipped = (resources.files("spherepde.examples") / f"{name}.toml").read_text()
+        shipped = (resources.files("spherepde.runs.examples") / f"{name}.toml").read_text()
         assert text == shipped
         (tmp_path / f"{name}.toml").write_text(text)
-        assert load_config(tmp_path / f"{name}.toml") == load_config(Path(str(resources.files("spherepde.examples") / f"{name}.toml")))
+        assert load_config(tmp_path / f"{name}.toml") == load_config(Path(str(resources.files("spherepde.runs.examples") / f"{name}.toml")))
         code, out, _ = cli(capsys, "config", "--example", name, "--check")
         assert code == 0 and "valid" in out
     with pytest.raises(SystemExit) as info:

@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-from spherepde import densities
-from spherepde.compare import l1_to_particles, particle_density, sample_from_density, wasserstein_sphere
-from spherepde.mesh import icosphere
+from spherepde.geometry import densities
+from spherepde.geometry.meshio import icosphere
+from spherepde.solvers.distances import l1_to_particles, particle_density, sample_from_density, wasserstein_sphere
 
 
 @pytest.fixture(scope="module")
@@ -72,8 +72,8 @@ def test_bad_density_is_rejected(mesh):
 
 
 def test_coupled_run_records_both_solvers(tmp_path):
-    from spherepde.config import default_config
-    from spherepde.runner import read_diagnostics, run
+    from spherepde.runs.config import default_config
+    from spherepde.runs.runner import read_diagnostics, run
 
     cfg = default_config().with_overrides(
         {"run.solver": "both", "mesh.level": 6, "model.H": 1, "weights.process": "frozen", "weights.init": "beta",

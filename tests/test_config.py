@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from spherepde.config import (
+from spherepde.runs.config import (
     Config,
     ConfigError,
     config_from_dict,
@@ -45,7 +45,7 @@ def roundtrip(cfg: Config, tmp_path: Path, *, comments: bool = True) -> Config:
 
 
 def example_paths():
-    files = resources.files("spherepde.examples")
+    files = resources.files("spherepde.runs.examples")
     return sorted(Path(str(f)) for f in files.iterdir() if f.name.endswith(".toml") and not f.name.startswith("sweep-"))
 
 

@@ -1,4 +1,4 @@
-"""Initial densities (spherepde.densities): normalisation, sub-cell quadrature, errors."""
+"""Initial densities (spherepde.geometry.densities): normalisation, sub-cell quadrature, errors."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from spherepde import densities as dens
-from spherepde.mesh import icosphere
+from spherepde.geometry import densities as dens
+from spherepde.geometry.meshio import icosphere
 
 
 def _mass(mesh, rho):

@@ -1,4 +1,4 @@
-"""Fast (spherical-harmonic) summation of the attention sums: spherepde.fastsum.
+"""Fast (spherical-harmonic) summation of the attention sums: spherepde.attention.harmonic.
 
 Accuracy only -- speed is measured by ``spherepde bench`` and never asserted here.
 """
@@ -14,18 +14,15 @@ import numpy as np
 import pytest
 from scipy.special import eval_legendre, ive
 
-from spherepde import densities as dens
-from spherepde import fastsum as fs
-from spherepde import fv
-from spherepde._kernels import (
-    _direct_scaled,
-    attention_moments,
-    attention_moments_reference,
-)
-from spherepde.config import ConfigError, default_config
-from spherepde.mesh import icosphere
-from spherepde.meshsolver import MeshSolver
-from spherepde.weights import OUProcess, generate_weight_path
+from spherepde.attention import attention_moments, attention_moments_reference
+from spherepde.attention import harmonic as fs
+from spherepde.attention.direct import direct_scaled as _direct_scaled
+from spherepde.geometry import densities as dens
+from spherepde.geometry.meshio import icosphere
+from spherepde.model.weights import OUProcess, generate_weight_path
+from spherepde.runs.config import ConfigError, default_config
+from spherepde.solvers import fv
+from spherepde.solvers.mesh import MeshSolver
 
 
 def _unit(rng, n):
@@ -258,7 +255,7 @@ def test_large_kappa_falls_back_to_direct_with_log(caplog):
     X = _unit(rng, 400)
     w = rng.random(400)
     A = np.stack([3.0 * np.eye(3), 40.0 * np.eye(3)])  # kappa = 40 needs L > 64
-    with caplog.at_level(logging.WARNING, logger="spherepde.fastsum"):
+    with caplog.at_level(logging.WARNING, logger="spherepde.attention.harmonic"):
         _, Z, _, _, info = fs.moments(X, X, w, A, want_q=False, tol=1e-10)
     assert info.path == "mixed" and info.degrees[1] == -1 and info.degrees[0] > 0
     assert any("too large" in r.getMessage() for r in caplog.records)
@@ -285,7 +282,7 @@ def test_auto_selection(caplog):
     *_, info = fs.moments(X, X, w, _rand_A(rng, 1, 4.0), mode="auto")
     assert info.path == "fast" and info.predicted_speedup > fs._AUTO_MARGIN
     # tolerance cannot be met: direct, with an INFO record
-    with caplog.at_level(logging.INFO, logger="spherepde.fastsum"):
+    with caplog.at_level(logging.INFO, logger="spherepde.attention.harmonic"):
         attention_moments(X, X, w, 35.0 * np.eye(3)[None], summation="auto")
     assert any(r.levelno == logging.INFO and "too large" in r.getMessage() for r in caplog.records)
     # cost model: few targets against many sources -> direct
@@ -298,7 +295,7 @@ def test_negative_weights_and_bad_arguments(caplog):
     X = _unit(rng, 100)
     w = rng.standard_normal(100)
     A = _rand_A(rng, 1, 2.0)
-    with caplog.at_level(logging.WARNING, logger="spherepde.fastsum"):
+    with caplog.at_level(logging.WARNING, logger="spherepde.attention.harmonic"):
         Zf, _, _ = attention_moments(X, X, w, A, summation="fast")
     assert any("non-negative" in r.getMessage() for r in caplog.records)
     np.testing.assert_array_equal(Zf, attention_moments(X, X, w, A, summation="direct")[0])
@@ -353,7 +350,7 @@ def test_meshsolver_summation_arguments():
 
 
 def test_config_keys_reach_the_solver():
-    from spherepde.runner import build_solver, build_weight_path
+    from spherepde.runs.runner import build_solver, build_weight_path
 
     cfg = default_config()
     assert cfg.solver.summation == "auto" and cfg.solver.summation_tol == 1e-10

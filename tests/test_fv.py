@@ -1,15 +1,15 @@
-"""Finite-volume kernels (spherepde.fv): kernels vs NumPy references, structure, transport order."""
+"""Finite-volume kernels (spherepde.solvers.fv): kernels vs NumPy references, structure, transport order."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from spherepde import densities as dens
-from spherepde import fv
-from spherepde.mesh import icosphere
-from spherepde.meshsolver import MeshSolver
-from spherepde.weights import FrozenProcess, generate_weight_path
+from spherepde.geometry import densities as dens
+from spherepde.geometry.meshio import icosphere
+from spherepde.model.weights import FrozenProcess, generate_weight_path
+from spherepde.solvers import fv
+from spherepde.solvers.mesh import MeshSolver
 
 
 def _random_density(mesh, rng, zero_fraction=0.3):
@@ -49,7 +49,7 @@ def test_non_well_centred_mesh_falls_back_to_barycentres(caplog):
     v = int(m.cells[0, 0])
     w = int(m.cells[0, 1])
     pts[v] = pts[v] + 0.8 * (pts[w] - pts[v])
-    from spherepde.mesh import SphereMesh
+    from spherepde.geometry.mesh import SphereMesh
 
     bad = SphereMesh(pts, m.cells, name="distorted")
     nodes, kind = fv.cell_nodes(bad)

@@ -1,6 +1,6 @@
-"""Attention sums (spherepde._kernels) and the energy diagnostics (spherepde.diagnostics).
+"""Attention sums (spherepde.attention.direct) and the energy diagnostics (spherepde.model.energy).
 
-Everything is checked against plain NumPy written here straight from MODEL.md
+Everything is checked against plain NumPy written here straight from docs/model.md
 (sections 1 and 4): pairwise exponential matrices K_h[i, j] = exp(x_i^T D_h x_j).
 """
 
@@ -9,16 +9,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from spherepde._kernels import attention_moments, attention_moments_reference
-from spherepde.diagnostics import (
+from spherepde.attention import attention_moments, attention_moments_reference
+from spherepde.model.energy import (
     EnergyBalance,
     cluster_count,
-    head_fields,
     martingale_increment,
     mean_resultant_length,
     state_rates,
-    velocity_from_fields,
 )
+from spherepde.model.velocity import head_fields, velocity_from_fields
 
 
 def _unit(rng, n, d):
@@ -83,7 +82,7 @@ def test_reference_is_the_definition():
 def test_serial_and_parallel_paths_bit_identical():
     """Per-target gathers: a target's sums do not depend on the other targets nor on
     whether the threaded (large problem) or the serial (small problem) kernel ran."""
-    from spherepde import _kernels
+    from spherepde.attention import direct as _kernels
 
     rng = np.random.default_rng(9)
     Y = _unit(rng, 4000, 3)
@@ -159,7 +158,7 @@ def test_raw_form_large_positive_norm_matches_log_form():
 
 
 def test_known_value_uniform_measure():
-    """MODEL.md section 4: uniform mu on S^2 with D = beta I has Z = sinh(beta)/beta."""
+    """docs/model.md §3: uniform mu on S^2 with D = beta I has Z = sinh(beta)/beta."""
     beta = 2.0
     Y = _fibonacci_sphere(4000)
     w = np.full(len(Y), 1.0 / len(Y))
@@ -189,7 +188,7 @@ def test_attention_moments_shape_errors(X, Y, w, A):
 
 # ----------------------------------------------------- diagnostics vs plain NumPy
 def _numpy_quantities(X, w, D, V, f, sigma, dM):
-    """MODEL.md sections 1 and 4 written with pairwise exp matrices."""
+    """docs/model.md §1 and §3 written with pairwise exp matrices."""
     n, d = X.shape
     H = D.shape[0]
     P = np.eye(d)[None] - X[:, :, None] * X[:, None, :]  # (n, d, d)
@@ -357,7 +356,7 @@ def test_mean_resultant_and_clusters():
 def test_simd_path_matches_scalar_and_reference(scale, want_q):
     """The polynomial-exp SIMD kernel (d = 3, ||A|| <= 64) agrees with the scalar
     online-log-sum-exp kernel and the NumPy reference to ~1e-13 relative."""
-    from spherepde._kernels import attention_moments, attention_moments_reference
+    from spherepde.attention import attention_moments, attention_moments_reference
 
     rng = np.random.default_rng(int(scale * 10) + want_q)
     X = rng.normal(size=(37, 3))
@@ -385,7 +384,7 @@ def test_simd_path_matches_scalar_and_reference(scale, want_q):
 
 
 def test_simd_path_serial_equals_parallel():
-    from spherepde import _kernels
+    from spherepde.attention import direct as _kernels
 
     rng = np.random.default_rng(5)
     X = rng.normal(size=(64, 3))

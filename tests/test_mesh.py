@@ -1,4 +1,4 @@
-"""Tests for spherepde.mesh: spherical geometry, orientation, connectivity and I/O."""
+"""Tests for spherepde.geometry.mesh: spherical geometry, orientation, connectivity and I/O."""
 
 from __future__ import annotations
 
@@ -7,16 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from spherepde.mesh import (
-    MeshError,
-    SphereMesh,
-    icosphere,
-    load_mesh,
-    mesh_level_for_cells,
-    read_mesh,
-    spherical_triangle_areas,
-    write_mesh,
-)
+from spherepde.geometry.mesh import MeshError, SphereMesh, spherical_triangle_areas
+from spherepde.geometry.meshio import icosphere, load_mesh, mesh_level_for_cells, read_mesh, write_mesh
 
 MESH_DIR = Path(__file__).resolve().parents[1] / "meshes"
 FOUR_PI = 4.0 * np.pi

@@ -1,4 +1,4 @@
-"""The finite-volume mesh solver (spherepde.meshsolver) and the SSP integrators.
+"""The finite-volume mesh solver (spherepde.solvers.mesh) and the SSP integrators.
 
 Measured values quoted in comments come from the same set-ups (2-core machine).
 """
@@ -11,19 +11,13 @@ import numpy as np
 import pytest
 from scipy.special import spherical_in
 
-from spherepde import densities as dens
-from spherepde import fv
-from spherepde.diagnostics import DIAGNOSTIC_COLUMNS
-from spherepde.integrators import INTEGRATORS, SSPScheme, get_integrator
-from spherepde.mesh import icosphere
-from spherepde.meshsolver import (
-    MESH_COLUMNS,
-    CFLViolation,
-    MeshSolver,
-    PositivityError,
-    SolverError,
-)
-from spherepde.weights import FrozenProcess, OUProcess, generate_weight_path
+from spherepde.geometry import densities as dens
+from spherepde.geometry.meshio import icosphere
+from spherepde.model.energy import DIAGNOSTIC_COLUMNS
+from spherepde.model.weights import FrozenProcess, OUProcess, generate_weight_path
+from spherepde.solvers import fv
+from spherepde.solvers.integrators import INTEGRATORS, SSPScheme, get_integrator
+from spherepde.solvers.mesh import MESH_COLUMNS, CFLViolation, MeshSolver, PositivityError, SolverError
 
 MEANS = [[0.0, 0.0, 1.0], [1.0, 0.0, 0.2]]
 
@@ -169,7 +163,7 @@ def _growth_rate_errors(level, heads, c, velocity, beta=2.0, eps=1e-4, T=0.1, pd
     Linearising about rho = 1/(4 pi) with one head A = beta I, V = c I gives
     d_t a_lm = gamma_l a_lm with gamma_l = (c / beta) l (l+1) i_l(beta) / i_0(beta)
     (v = (c/beta) grad_S log Z since grad_S Z = beta P_x Y; Funk--Hecke gives
-    Z = i_0 + eps i_l Y_lm). MODEL.md section 4 writes c l(l+1) i_l/i_0, which drops the
+    Z = i_0 + eps i_l Y_lm). docs/model.md §3 writes c l(l+1) i_l/i_0, which drops the
     1/beta (equal only for beta = 1); the measured rates agree with the formula here.
     """
     mesh = icosphere(level)

@@ -1,4 +1,4 @@
-"""The particle solver (spherepde.particles): steps, energy balance, sign convention,
+"""The particle solver (spherepde.solvers.particles): steps, energy balance, sign convention,
 initial tokens, checkpoints, and a small version of the paper's S^2 experiment.
 
 Measured on the reference configurations below (for the record; the assertions use bands):
@@ -8,7 +8,7 @@ Measured on the reference configurations below (for the record; the assertions u
   frozen weights: Euler ~1.04, Heun ~2.17. For H = 1 edi_paper == edi_exact.
 * H = 4 (oscillating, 'shift'): edi_exact slope ~2.0 (Heun) / ~1.0 (Euler), while
   edi_paper levels off: edi_paper - edi_exact = int transport + int G2 -> ~1.27e-3
-  (dt = 0.01), a Theta-covariance term (MODEL.md section 4), not a discretisation error.
+  (dt = 0.01), a Theta-covariance term (docs/model.md §3), not a discretisation error.
 * OU noise (H = 1, one fine Brownian path, dt = m/512, m = 1, 4, 16): RMS residual
   over 8 noise paths ~ dt^0.6 (strong order ~1/2).
 """
@@ -20,13 +20,8 @@ import math
 import numpy as np
 import pytest
 
-from spherepde.particles import ParticleSolver, initial_tokens, sample_vmf
-from spherepde.weights import (
-    FrozenProcess,
-    OscillatingProcess,
-    OUProcess,
-    generate_weight_path,
-)
+from spherepde.model.weights import FrozenProcess, OscillatingProcess, OUProcess, generate_weight_path
+from spherepde.solvers.particles import ParticleSolver, initial_tokens, sample_vmf
 
 
 # ------------------------------------------------------------ hand-written NumPy steps
@@ -142,7 +137,7 @@ def test_edi_order_one_head(X_edi, proc, scheme, integrator, band):
 @pytest.mark.parametrize("phase", ["shift", "in-phase"])
 def test_edi_several_heads_exact_converges_paper_does_not(X_edi, phase):
     """H = 4: edi_exact -> 0 at order 2 (Heun, exact weight path) while edi_paper levels off
-    at int transport + int G2 (the Theta-covariance term, MODEL.md section 4)."""
+    at int transport + int G2 (the Theta-covariance term, docs/model.md §3)."""
     rows = []
     for dt in DTS:
         path = generate_weight_path(OscillatingProcess(phase=phase), H=4, d=3, T=T_EDI, dt=dt, seed=3, scheme="exact")
@@ -189,7 +184,8 @@ def test_edi_ou_noise_shrinks_strong_order(X_edi):
 def test_edi_ou_ito_term_matters(X_edi):
     """Without the Ito term (sigma^2/4)(1 + (x.y)^2) the balance would be off by its integral,
     which is far larger than the residual."""
-    from spherepde.diagnostics import head_fields, state_rates, velocity_from_fields
+    from spherepde.model.energy import state_rates
+    from spherepde.model.velocity import head_fields, velocity_from_fields
 
     dt0, T = 1 / 512, 0.5
     path = generate_weight_path(OUProcess(), H=1, d=3, T=T, dt=dt0, seed=0, init_seed=7)
@@ -423,10 +419,10 @@ def test_general_heads_energy_undefined_velocity_works():
 def test_paper_experiment_small(tmp_path, example, H):
     from importlib.resources import files
 
-    from spherepde.config import load_config
-    from spherepde.runner import read_diagnostics, run
+    from spherepde.runs.config import load_config
+    from spherepde.runs.runner import read_diagnostics, run
 
-    toml = files("spherepde.examples") / f"{example}.toml"
+    toml = files("spherepde.runs.examples") / f"{example}.toml"
     cfg = load_config(toml, {"solver.T": 0.5, "model.H": H, "output.snapshot_dt": 0.25})
     assert cfg.initial.n == 200 and cfg.weights.dt == 0.005 and cfg.model.sign == -1 and cfg.integrator == "euler"
     res = run(cfg, out=tmp_path / "run", progress=False)

@@ -16,9 +16,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from spherepde import __version__, runner
-from spherepde.config import ConfigError, load_config
-from spherepde.weights import WeightPath
+from spherepde import __version__
+from spherepde.model.weights import WeightPath
+from spherepde.runs import runner
+from spherepde.runs.config import ConfigError, load_config
 
 BASE = """
 [run]

@@ -1,4 +1,4 @@
-"""Parameter sweeps (spherepde.sweep, ``spherepde sweep``): validation, Dask and serial
+"""Parameter sweeps (spherepde.runs.sweep, ``spherepde sweep``): validation, Dask and serial
 execution, failure reporting, skip/resume on rerun, the analysis, the CLI.
 
 Runs are tiny particle runs (n = 30, T = 0.1, H in {1, 2}). The Dask sweep uses a local
@@ -17,9 +17,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from spherepde import cli, runner
-from spherepde.config import load_config
-from spherepde.sweep import (
+from spherepde.cli import main as cli
+from spherepde.runs import runner
+from spherepde.runs.config import load_config
+from spherepde.runs.sweep import (
     DaskUnavailableError,
     SweepChangedError,
     SweepError,

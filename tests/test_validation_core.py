@@ -17,7 +17,7 @@ from itertools import pairwise
 import numpy as np
 import pytest
 
-from validation import analytic, structure
+from spherepde.validation import analytic, structure
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +33,7 @@ def structure_smoke():
 def _protocol(res, mod):
     assert res["summary"] and isinstance(res["summary"], str)
     assert res["checks"] and all(isinstance(v, bool) for v in res["checks"].values())
-    json.dumps(__import__("validation.common", fromlist=["to_jsonable"]).to_jsonable(res))  # serialisable
+    json.dumps(__import__("spherepde.validation.common", fromlist=["to_jsonable"]).to_jsonable(res))  # serialisable
     assert set(mod.SIZES) == {"smoke", "quick", "full"}
     assert mod.NAME and mod.TITLE
 
@@ -48,7 +48,7 @@ def test_analytic_rates_and_energy(analytic_smoke):
     for r in rates:
         assert np.sign(r["gamma_measured"]) == r["sign"]
         assert r["rel_err"] < 6e-3, r  # measured 1.3e-3 (l = 1), 3.2e-3 (l = 2) on icosphere(8)
-        # MODEL.md's c l(l+1) i_l/i_0 with c = s beta is beta times the measured rate
+        # the uncorrected c l(l+1) i_l/i_0 with c = s beta is beta times the measured rate
         assert r["ratio_to_model_md"] == pytest.approx(1 / r["beta"], rel=1e-2)
     # exact rate formula: s l(l+1) i_l(beta)/i_0(beta); beta = 2, l = 1: i_1(2)/i_0(2) * 2
     assert analytic.gamma_exact(1, 2.0, 1) == pytest.approx(2 * (1 / np.tanh(2.0) - 1 / 2.0))
@@ -107,7 +107,7 @@ def test_structure_plot(structure_smoke, tmp_path):
 
 # ---------------------------------------------------------------- CLI / API
 def test_cli_validate_smoke(tmp_path, capsys):
-    from spherepde.cli import main
+    from spherepde.cli.main import main
 
     out = tmp_path / "report"
     rc = main(["validate", "--smoke", "--only", "analytic", "structure", "--out", str(out)])
@@ -134,7 +134,7 @@ def test_cli_validate_smoke(tmp_path, capsys):
 
 
 def test_cli_bad_options(tmp_path, capsys):
-    from spherepde.cli import main
+    from spherepde.cli.main import main
 
     assert main(["validate", "--smoke", "--only", "no_such_study", "--out", str(tmp_path / "x")]) == 2
     assert "known studies" in capsys.readouterr().err
@@ -145,8 +145,8 @@ def test_cli_bad_options(tmp_path, capsys):
 
 
 def test_missing_study_is_reported_not_fatal(tmp_path, monkeypatch):
-    import validation
-    from spherepde.validate_cli import run_validation
+    import spherepde.validation as validation
+    from spherepde.validation.report import run_validation
 
     monkeypatch.setattr(validation, "STUDIES", validation.STUDIES + ("not_written_yet",))
     rep = run_validation("smoke", tmp_path / "r", only=["not_written_yet"], progress=False)
@@ -158,11 +158,11 @@ def test_verbose_reaches_every_study(tmp_path, monkeypatch):
     """``validate -v`` hands ``verbose=True`` to each study; every study accepts it."""
     import inspect
 
-    import validation
-    from spherepde import validate_cli
+    import spherepde.validation as validation
+    from spherepde.validation import report as validate_cli
 
     for name in validation.STUDIES:
-        mod = __import__(f"validation.{name}", fromlist=["run"])
+        mod = __import__(f"spherepde.validation.{name}", fromlist=["run"])
         src = inspect.getsource(mod.run)
         assert "study_params(SIZES, size, overrides" in src, f"validation.{name}.run does not take `verbose` through study_params"
 
@@ -180,7 +180,7 @@ def test_verbose_reaches_every_study(tmp_path, monkeypatch):
 
 
 def test_progress_logger_writes_to_stderr(capsys):
-    from validation.common import progress_logger
+    from spherepde.validation.common import progress_logger
 
     progress_logger(True)("run 3 of 20 done")
     progress_logger(False)("silent")
@@ -189,7 +189,7 @@ def test_progress_logger_writes_to_stderr(capsys):
 
 
 def test_study_params():
-    from validation.common import study_params
+    from spherepde.validation.common import study_params
 
     sizes = {"smoke": {"a": 1, "b": 2}}
     p, log = study_params(sizes, "smoke", {"b": 3, "verbose": True})

@@ -13,8 +13,7 @@ import math
 import numpy as np
 import pytest
 
-from validation.common import to_jsonable
-
+from spherepde.validation.common import to_jsonable
 
 
 def _protocol(mod, res):
@@ -37,7 +36,7 @@ def _plots(mod, res, tmp_path):
 # ---------------------------------------------------------------- mesh versus particles
 @pytest.fixture(scope="module")
 def mvp():
-    import validation.mesh_vs_particles as mod
+    import spherepde.validation.mesh_vs_particles as mod
 
     return mod, mod.run("smoke")
 
@@ -70,7 +69,7 @@ def test_mesh_vs_particles_outcomes(mvp):
 # ------------------------------------------------------------------------ paper Sec. 6
 @pytest.fixture(scope="module")
 def paper():
-    import validation.paper_section6 as mod
+    import spherepde.validation.paper_section6 as mod
 
     return mod, mod.run("smoke")
 
@@ -108,7 +107,7 @@ def test_paper_section6_outcomes(paper):
     m, prm = res["mesh"], res["params"]
     want = sorted(f"{s:g}" for s in prm["snapshots"] if s <= prm["mesh_T"] + 1e-9)
     snapped = [v for v in m["runs"].values() if "mesh_snapshots" in v]
-    from spherepde.mesh import icosphere
+    from spherepde.geometry.meshio import icosphere
 
     areas = np.asarray(icosphere(m["level"]).areas)
     assert snapped and all(v["H"] == max(prm["mesh_H"]) and v["path"] == 0 for v in snapped)
@@ -134,7 +133,7 @@ def test_paper_section6_outcomes(paper):
 # --------------------------------------------------------------------------- stability
 @pytest.fixture(scope="module")
 def stab():
-    import validation.stability as mod
+    import spherepde.validation.stability as mod
 
     return mod, mod.run("smoke")
 

@@ -1,4 +1,4 @@
-"""Tests for spherepde.viz (PyVista, off-screen), spherepde.plots (Matplotlib) and the
+"""Tests for spherepde.viz.render (PyVista, off-screen), spherepde.viz.plots (Matplotlib) and the
 ``render``/``plot`` subcommands, on tiny particle runs, a fake mesh run and a small
 Monte-Carlo folder."""
 
@@ -10,11 +10,12 @@ import shutil
 import numpy as np
 import pytest
 
-from spherepde import plots, viz
-from spherepde.cli import main
-from spherepde.config import config_to_toml, default_config
-from spherepde.mesh import icosphere
-from spherepde.runner import monte_carlo, read_diagnostics, run
+from spherepde.cli.main import main
+from spherepde.geometry.meshio import icosphere
+from spherepde.runs.config import config_to_toml, default_config
+from spherepde.runs.runner import monte_carlo, read_diagnostics, run
+from spherepde.viz import plots
+from spherepde.viz import render as viz
 
 TINY = {"run.solver": "particles", "solver.T": 0.2, "model.H": 2, "initial.n": 60, "output.snapshot_dt": 0.05}
 SIZE = (160, 120)

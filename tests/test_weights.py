@@ -1,4 +1,4 @@
-"""Weight paths Theta_t (spherepde.weights, MODEL.md section 2)."""
+"""Weight paths Theta_t (spherepde.model.weights, docs/model.md §2)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy.integrate import quad_vec
 
-from spherepde.weights import (
+from spherepde.model.weights import (
     DriftProcess,
     FrozenProcess,
     OscillatingProcess,
@@ -85,7 +85,7 @@ def test_ou_euler_step_is_euler_maruyama():
 
 # --------------------------------------------------------------- oscillating weights
 def _F_explicit(t, d, H, phase):
-    """MODEL.md section 2 written out entry by entry; phi_h = 2 pi h / H, h = 0..H-1."""
+    """docs/model.md §2 written out entry by entry; phi_h = 2 pi h / H, h = 0..H-1."""
     out = np.zeros((H, d, d))
     for h in range(H):
         phi = 0.0 if phase == "in-phase" else 2 * math.pi * h / H

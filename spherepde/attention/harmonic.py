@@ -1,0 +1,773 @@
+"""Fast summation of the attention sums on S^2 (d = 3) by spherical harmonics.
+
+For a target x and head h put b = A_h^T x, kappa = |b|, c = b / kappa. Funk--Hecke and
+the addition theorem (real, orthonormal spherical harmonics Y_lm) give
+
+    exp(b . y) = sum_l (2l+1) i_l(kappa) P_l(c . y) = sum_l 4 pi i_l(kappa) sum_m Y_lm(c) Y_lm(y),
+
+so, truncated at degree L,
+
+    Z_h(x)   = sum_j w_j exp(b . y_j)        ~ sum_{l<=L} 4 pi i_l(kappa) sum_m Y_lm(c) S_lm,
+    Mom_h(x) = sum_j w_j exp(b . y_j) y_j    ~ (same with S^k_lm),  k = 1, 2, 3,
+    Q_h(x)   = sum_j w_j exp(b . y_j)(x.y_j)^2 ~ sum_{k<=k'} x_k x_k' (same with S^{kk'}_lm),
+
+with source moments S_lm = sum_j w_j Y_lm(y_j), S^k_lm = sum_j w_j y_jk Y_lm(y_j),
+S^{kk'}_lm = sum_j w_j y_jk y_jk' Y_lm(y_j), computed once for all heads and targets.
+Cost O(N L^2 (1 + H)) instead of O(N^2 H). i_l is the modified spherical Bessel
+function; everything is evaluated *scaled* by exp(-kappa) (Z_s = exp(-kappa) Z lies in
+[exp(-2 kappa), 1] sum w), so nothing overflows; the kernels return the shift kappa
+in the convention of :mod:`spherepde.attention.direct` (true sums = exp(C) * scaled sums).
+
+Accuracy control (``tol``; w >= 0 assumed, else the sums are done directly)
+------------------------------------------------------------------------
+Truncation error. |P_l| <= 1 on [-1, 1], so for every y the truncated expansion errs by
+at most T_L(kappa) = sum_{l>L} (2l+1) i_l(kappa), increasing in kappa. Hence
+|Z~ - Z| <= T_L(kappa) sum w, ||Mom~ - Mom|| <= T_L(kappa) sum w (the error is a scalar
+function times y_j, |y_j| = 1) and |Q~ - Q| <= T_L(kappa) sum w. :func:`tail_bound`
+computes T_L by summing the series and bounding the rest geometrically (term ratio
+(2l+3) i_{l+1} / ((2l+1) i_l) < kappa / (2l+1), from I_{nu+1}/I_nu < x/(nu+1/2+...)).
+
+Degree per head (a priori). Z(x) >= exp(-kappa) sum w for w >= 0, so
+|Z~ - Z| / Z <= exp(kappa) T_L(kappa) =: eps. L_h is the smallest degree with
+exp(kappa_h) T_L(kappa_h) <= tol / 6, kappa_h = max over the targets of |A_h^T x|.
+If that needs L > ``l_max`` (default :data:`L_MAX`) the head is summed directly
+(and a log record says so).
+
+Check per target (a posteriori). With eta = sum w (exp(-kappa) T_L(kappa_h) + rho)
+(scaled truncation bound plus a round-off allowance rho = (64 + sqrt(n)/8) u, calibrated
+against extended-precision sums on worst cases with a safety factor >= 3), a target
+is accepted when 3 eta <= tol Z~_s. Then
+
+    |Z~ - Z| / Z <= eta / (Z~_s - eta) <= tol / 2,
+    ||Mom~/Z~ - Mom/Z|| <= (||dMom|| + ||Mom/Z|| |dZ|) / Z~_s <= 2 eta / Z~_s < tol,
+
+(the same for Q/Z) -- the error of the softmax average v = Mom/Z is measured in its own
+natural scale ||v|| <= max |y| = 1 (a relative error ||dv|| / ||v|| cannot be bounded
+where v -> 0, e.g. a uniform density). Rejected targets are recomputed by the direct
+kernel: none for spread densities; where mass is concentrated and kappa >~ 5, the
+targets far from it (Z~_s < ~5e-4 sum w at tol = 1e-10), whose expansion loses
+exp(2 kappa)-fold to cancellation.
+
+Selection (:func:`moments`, called from :func:`spherepde.attention.attention_moments`):
+``summation="fast"`` uses this path for every head that meets the tolerance;
+``"auto"`` in addition compares a cost model of both paths (measured constants) and
+takes the direct sums unless the fast path is predicted at least twice as fast
+(measured, ||A||_2 <= 6, tol 1e-10: 2x at N = 2,562 points with 4 heads, ~14x at
+10,242 with 2 heads, ~50x at 40,962 with 1 head; problems below 2e7 target-source-head
+triples are always summed directly). Fallbacks are logged once per process and reason (logger
+``spherepde.attention.harmonic``; INFO for ``auto``, WARNING for an explicit ``"fast"``).
+
+Kernels: blocks of 64 targets (or sources) share every inner loop, which LLVM
+vectorises over the block; targets run in parallel (gathers, no shared writes), sources
+in a fixed number of blocks whose partial moments are added in a fixed order, so the
+results do not depend on the number of threads.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy.special import ive
+
+from spherepde.attention.direct import direct_scaled
+from spherepde.attention.jit import SIMD_FASTMATH, njit, prange
+
+__all__ = [
+    "L_MAX",
+    "FastSumInfo",
+    "choose_degree",
+    "log_tail_bound",
+    "moments",
+    "real_sph_harm",
+    "real_sph_harm_reference",
+    "scaled_bessel_coefficients",
+    "source_moments",
+    "tail_bound",
+]
+
+log = logging.getLogger(__name__)
+
+#: Largest expansion degree used; heads needing more are summed directly.
+L_MAX = 64
+_U = 2.0**-53
+
+
+def _round_allowance(n: int) -> float:
+    """Round-off allowance rho of the scaled sums, relative to sum w: (64 + sqrt(n)/8) u.
+
+    Measured against extended-precision sums (tests/test_fastsum.py; uniform to
+    point-like densities, L = 10..64, targets near and far from the mass, all ten
+    moments): at most 20, 13 and 21 u for n = 2,880, 20,480 and 81,920 -- a safety
+    factor of >= 3."""
+    return (64.0 + math.sqrt(n) / 8.0) * _U
+
+
+#: Number of moments: Z and Mom (1 + 3), with Q also the six products y_k y_k' (10).
+_NMOM = (4, 10)
+#: The most source blocks (partial moments, added in a fixed order).
+_SOURCE_BLOCKS = 32
+
+#: Cost model, relative to one (target, source, head) exponential of the direct SIMD
+#: kernel: per (source, coefficient, moment) and per (target, head, coefficient,
+#: moment) of the expansion (measured side by side on 2 cores: ~1.2 ns vs ~0.1-0.15 and
+#: ~0.08-0.15 of it; ``spherepde bench`` reports the measured speed-ups).
+_COST_DIRECT = 1.0
+_COST_SOURCE = 0.12
+_COST_TARGET = 0.13
+#: Fixed cost of a fast evaluation (set-up, two parallel regions; ~2 ms on a loaded 2-core machine).
+_COST_FIXED = 2e6
+#: "auto" takes the fast path only when it is predicted this many times cheaper.
+_AUTO_MARGIN = 2.0
+
+
+# ----------------------------------------------------------------- Bessel tails
+def _scaled_il(l, kappa):
+    """exp(-kappa) i_l(kappa) (modified spherical Bessel, first kind), vectorised in l."""
+    l = np.asarray(l, dtype=float)
+    if kappa == 0.0:
+        return np.where(l == 0, 1.0, 0.0)
+    return ive(l + 0.5, kappa) * math.sqrt(math.pi / (2.0 * kappa))
+
+
+def log_tail_bound(kappa: float, L: int) -> float:
+    """log of an upper bound of T_L(kappa) = sum_{l > L} (2l+1) i_l(kappa) (-inf if 0).
+
+    Sums the (scaled) terms up to l = max(L, 2 kappa) + 40 and bounds the remainder by a
+    geometric series with ratio kappa / (2 l + 1) (< 1/2 there).
+    """
+    kappa = float(kappa)
+    if kappa <= 0.0:
+        return -math.inf
+    top = int(max(L, 2.0 * kappa)) + 40
+    ls = np.arange(L + 1, top + 1)
+    terms = (2 * ls + 1) * _scaled_il(ls, kappa)
+    r = kappa / (2 * top + 1)
+    s = float(np.sum(terms) + terms[-1] * r / (1.0 - r))
+    return math.log(s) + kappa if s > 0.0 else -math.inf
+
+
+def tail_bound(kappa: float, L: int) -> float:
+    """Upper bound of T_L(kappa) = sum_{l > L} (2l+1) i_l(kappa) (see :func:`log_tail_bound`;
+    inf where it overflows)."""
+    lt = log_tail_bound(kappa, L)
+    return math.exp(lt) if lt < 709.0 else math.inf
+
+
+def _round_up(kappa: float) -> float:
+    """kappa rounded up to a multiple of 1/64 (T_L is increasing in kappa: conservative)."""
+    return math.ceil(max(float(kappa), 0.0) * 64.0) / 64.0
+
+
+@functools.lru_cache(maxsize=4096)
+def _tail_cached(kappa_q: float, L: int) -> float:
+    return tail_bound(kappa_q, L)
+
+
+@functools.lru_cache(maxsize=4096)
+def _choose_degree_cached(kappa_q: float, tol: float, l_max: int) -> int:
+    if tol < 1.0 and kappa_q > 2.0 * l_max + 2.0:  # e^kappa T_L(kappa) >> 1 for every L <= l_max
+        return -1
+    target = math.log(tol / 6.0)
+    for L in range(l_max + 1):
+        if kappa_q + log_tail_bound(kappa_q, L) <= target:
+            return L
+    return -1
+
+
+def choose_degree(kappa: float, tol: float, l_max: int = L_MAX) -> int:
+    """Smallest L with exp(kappa) T_L(kappa) <= tol / 6 (the a-priori relative error of Z
+    for any density with w >= 0), or -1 if L > l_max would be needed.
+
+    kappa is rounded up to a grid of 1/64 for caching (a larger kappa is conservative).
+    """
+    if not tol > 0:
+        raise ValueError(f"tol must be positive, got {tol}")
+    return _choose_degree_cached(_round_up(kappa), float(tol), int(l_max))
+
+
+def scaled_bessel_coefficients(kappa: float, L: int) -> np.ndarray:
+    """4 pi exp(-kappa) i_l(kappa), l = 0..L (NumPy/SciPy; the kernels use a continued fraction)."""
+    return 4.0 * math.pi * _scaled_il(np.arange(L + 1), float(kappa))
+
+
+# ------------------------------------------------------- Legendre recurrences
+@functools.lru_cache(maxsize=8)
+def _legendre_tables(L: int):
+    """Coefficients of the normalised associated Legendre recurrences up to degree L.
+
+    q_lm = Pbar_l^m(z) / sin^m(theta) (orthonormal on the sphere together with cos/sin(m phi);
+    no Condon--Shortley phase):
+        q_00 = 1/sqrt(4 pi),  q_mm = sqrt((2m+1)/(2m)) q_{m-1,m-1},  q_{m+1,m} = sqrt(2m+3) z q_mm,
+        q_lm = a_lm (z q_{l-1,m} - b_lm q_{l-2,m}),  a_lm = sqrt((4l^2-1)/(l^2-m^2)),
+        b_lm = sqrt(((l-1)^2-m^2)/(4(l-1)^2-1)).
+    """
+    a = np.zeros((L + 1, L + 1))
+    b = np.zeros((L + 1, L + 1))
+    for l in range(2, L + 1):
+        m = np.arange(0, l - 1)
+        a[l, : l - 1] = np.sqrt((4.0 * l * l - 1.0) / (l * l - m * m))
+        b[l, : l - 1] = np.sqrt(((l - 1.0) ** 2 - m * m) / (4.0 * (l - 1.0) ** 2 - 1.0))
+    m = np.arange(L + 1)
+    diag = np.ones(L + 1)
+    diag[1:] = np.sqrt((2.0 * m[1:] + 1.0) / (2.0 * m[1:]))
+    sub = np.sqrt(2.0 * m + 3.0)
+    for arr in (a, b, diag, sub):
+        arr.flags.writeable = False
+    return a, b, diag, sub
+
+
+#: Points handled together by the kernels: the inner loops run over these lanes and
+#: LLVM vectorises them (with runtime alias checks; 8 fully unrolled lanes do not vectorise).
+_P = 64
+
+
+@njit(fastmath=SIMD_FASTMATH)
+def _legendre_v(z, L, a, b, diag, sub, q):  # pragma: no cover - compiled
+    """q[l, m, p] = q_lm(z[p]) for 0 <= m <= l <= L and the _P lanes p (see :func:`_legendre_tables`)."""
+    for p in range(_P):
+        q[0, 0, p] = 0.28209479177387814  # 1/sqrt(4 pi)
+    if L == 0:
+        return
+    for p in range(_P):
+        q[1, 0, p] = sub[0] * z[p] * q[0, 0, p]
+        q[1, 1, p] = diag[1] * q[0, 0, p]
+    for l in range(2, L + 1):
+        for m in range(l - 1):
+            alm = a[l, m]
+            blm = b[l, m]
+            for p in range(_P):
+                q[l, m, p] = alm * (z[p] * q[l - 1, m, p] - blm * q[l - 2, m, p])
+        sl = sub[l - 1]
+        dl = diag[l]
+        for p in range(_P):
+            q[l, l - 1, p] = sl * z[p] * q[l - 1, l - 1, p]
+            q[l, l, p] = dl * q[l - 1, l - 1, p]
+
+
+@njit(fastmath=SIMD_FASTMATH)
+def _azimuth_v(x, y, L, cr, ci, re, im):  # pragma: no cover - compiled
+    """cr[m, p] + i ci[m, p] = sqrt(2) (x[p] + i y[p])^m for m >= 1; cr[0] = 1, ci[0] = 0."""
+    s2 = 1.4142135623730951
+    for p in range(_P):
+        cr[0, p] = 1.0
+        ci[0, p] = 0.0
+        re[p] = 1.0
+        im[p] = 0.0
+    for m in range(1, L + 1):
+        for p in range(_P):
+            r0 = re[p] * x[p] - im[p] * y[p]
+            i0 = re[p] * y[p] + im[p] * x[p]
+            re[p] = r0
+            im[p] = i0
+            cr[m, p] = s2 * r0
+            ci[m, p] = s2 * i0
+
+
+@njit(fastmath=SIMD_FASTMATH)
+def _harmonics_kernel(P, L, a, b, diag, sub, out):  # pragma: no cover - compiled
+    n = P.shape[0]
+    q = np.empty((L + 1, L + 1, _P))
+    cr = np.empty((L + 1, _P))
+    ci = np.empty((L + 1, _P))
+    re = np.empty(_P)
+    im = np.empty(_P)
+    xs = np.empty(_P)
+    ys = np.empty(_P)
+    zs = np.empty(_P)
+    for i0 in range(0, n, _P):
+        for p in range(_P):
+            i = min(i0 + p, n - 1)
+            xs[p] = P[i, 0]
+            ys[p] = P[i, 1]
+            zs[p] = P[i, 2]
+        _legendre_v(zs, L, a, b, diag, sub, q)
+        _azimuth_v(xs, ys, L, cr, ci, re, im)
+        for p in range(min(_P, n - i0)):
+            i = i0 + p
+            for l in range(L + 1):
+                base = l * l + l
+                out[i, base] = q[l, 0, p]
+                for m in range(1, l + 1):
+                    out[i, base + m] = q[l, m, p] * cr[m, p]
+                    out[i, base - m] = q[l, m, p] * ci[m, p]
+
+
+def real_sph_harm(P, L: int) -> np.ndarray:
+    """Real orthonormal spherical harmonics at unit points P (n, 3), shape (n, (L+1)^2).
+
+    Column l^2 + l + m holds Y_lm: m = 0: Pbar_l(z); m > 0: sqrt(2) Pbar_l^m cos(m phi);
+    m < 0: sqrt(2) Pbar_l^|m| sin(|m| phi) (no Condon--Shortley phase). The compiled
+    recurrences of the fast-summation kernels (:func:`_legendre_v`, :func:`_azimuth_v`).
+    """
+    P = np.ascontiguousarray(P, dtype=np.float64)
+    L = int(L)
+    out = np.empty((P.shape[0], (L + 1) ** 2))
+    _harmonics_kernel(P, L, *_legendre_tables(L), out)
+    return out
+
+
+def real_sph_harm_reference(P, L: int) -> np.ndarray:
+    """:func:`real_sph_harm` from ``scipy.special.sph_harm_y`` (tests only)."""
+    P = np.asarray(P, dtype=float)
+    theta = np.arccos(np.clip(P[:, 2], -1.0, 1.0))
+    phi = np.mod(np.arctan2(P[:, 1], P[:, 0]), 2 * np.pi)
+    try:
+        from scipy.special import sph_harm_y
+
+        Yc = lambda l, m: sph_harm_y(l, m, theta, phi)
+    except ImportError:  # scipy < 1.15
+        from scipy.special import sph_harm
+
+        Yc = lambda l, m: sph_harm(m, l, phi, theta)
+    out = np.empty((P.shape[0], (L + 1) ** 2))
+    for l in range(L + 1):
+        out[:, l * l + l] = Yc(l, 0).real
+        for m in range(1, l + 1):
+            y = Yc(l, m) * (-1.0) ** m * math.sqrt(2.0)  # undo Condon--Shortley
+            out[:, l * l + l + m] = y.real
+            out[:, l * l + l - m] = y.imag
+    return out
+
+
+# ------------------------------------------------------------ coefficient matrices
+# Internal layout of a degree-L coefficient vector (length (L+1)^2; the vector of a lower
+# degree is a prefix): at offset l^2 the l+1 "cosine" entries m = 0..l, then at offset
+# l^2 + l the l "sine" entries m = 1..l (Y_{l,m} and Y_{l,-m} of :func:`real_sph_harm`).
+@njit(fastmath=SIMD_FASTMATH)
+def _bessel_cf(kappa, nv, L, top, cl, rr):  # pragma: no cover - compiled
+    """cl[l, p] = 4 pi exp(-kappa_p) i_l(kappa_p), l = 0..L, p < nv, from the continued
+    fraction of the ratios r_l = i_l / i_{l-1} = kappa / (2l + 1 + kappa r_{l+1}) started
+    at ``top`` >= L + 16 + kappa (relative error ~1e-15, no overflow for any kappa >= 0;
+    exp(-kappa) i_0 = -expm1(-2 kappa) / (2 kappa))."""
+    for p in range(nv):
+        rr[p] = 0.0
+    for l in range(top, L, -1):
+        for p in range(nv):
+            rr[p] = kappa[p] / (2.0 * l + 1.0 + kappa[p] * rr[p])
+    for l in range(L, 0, -1):
+        for p in range(nv):
+            rr[p] = kappa[p] / (2.0 * l + 1.0 + kappa[p] * rr[p])
+            cl[l, p] = rr[p]
+    for p in range(nv):
+        k = kappa[p]
+        cl[0, p] = 4.0 * math.pi * (-math.expm1(-2.0 * k) / (2.0 * k) if k > 1e-300 else 1.0)
+    for l in range(1, L + 1):
+        for p in range(nv):
+            cl[l, p] *= cl[l - 1, p]
+
+
+@njit(fastmath=SIMD_FASTMATH)
+def _load_block(P, i0, nv, c0, c1, c2):  # pragma: no cover - compiled
+    for p in range(_P):
+        i = i0 + min(p, nv - 1)  # padding lanes repeat the last point
+        c0[p] = P[i, 0]
+        c1[p] = P[i, 1]
+        c2[p] = P[i, 2]
+
+
+@njit(parallel=True, fastmath=SIMD_FASTMATH)
+def _source_kernel(Y, F, L, a, b, diag, sub, bsize, out):  # pragma: no cover - compiled
+    """out[kb, s, :] = sum over the sources j of block kb of F[s, j] Y(y_j) (internal layout).
+
+    One parallel region; blocks of _P sources share every loop (vectorised over them);
+    each (s, coefficient) is a dot product over the _P sources."""
+    n = Y.shape[0]
+    nmom = F.shape[0]
+    nblk = out.shape[0]
+    for kb in prange(nblk):
+        q = np.empty((L + 1, L + 1, _P))
+        cr = np.empty((L + 1, _P))
+        ci = np.empty((L + 1, _P))
+        re = np.empty(_P)
+        im = np.empty(_P)
+        c0 = np.empty(_P)
+        c1 = np.empty(_P)
+        c2 = np.empty(_P)
+        f = np.zeros((nmom, _P))
+        o_ = out[kb]
+        o_[:] = 0.0
+        j1 = min(n, (kb + 1) * bsize)
+        for j0 in range(kb * bsize, j1, _P):
+            nv = min(_P, j1 - j0)
+            _load_block(Y, j0, nv, c0, c1, c2)
+            for s in range(nmom):
+                for p in range(nv):
+                    f[s, p] = F[s, j0 + p]
+                for p in range(nv, _P):  # padding lanes carry no weight
+                    f[s, p] = 0.0
+            _legendre_v(c2, L, a, b, diag, sub, q)
+            _azimuth_v(c0, c1, L, cr, ci, re, im)
+            # all moments of one coefficient in one vectorised pass over the lanes
+            # (separate reductions keep LLVM's accumulators in registers)
+            f0 = f[0]
+            f1 = f[1]
+            f2 = f[2]
+            f3 = f[3]
+            for l in range(L + 1):
+                o = l * l
+                for m in range(l + 1):
+                    a0 = 0.0
+                    a1 = 0.0
+                    a2 = 0.0
+                    a3 = 0.0
+                    s0 = 0.0
+                    s1 = 0.0
+                    s2 = 0.0
+                    s3 = 0.0
+                    for p in range(_P):
+                        uc = q[l, m, p] * cr[m, p]
+                        us = q[l, m, p] * ci[m, p]
+                        a0 += f0[p] * uc
+                        a1 += f1[p] * uc
+                        a2 += f2[p] * uc
+                        a3 += f3[p] * uc
+                        s0 += f0[p] * us
+                        s1 += f1[p] * us
+                        s2 += f2[p] * us
+                        s3 += f3[p] * us
+                    o_[0, o + m] += a0
+                    o_[1, o + m] += a1
+                    o_[2, o + m] += a2
+                    o_[3, o + m] += a3
+                    if m > 0:
+                        o_[0, o + l + m] += s0
+                        o_[1, o + l + m] += s1
+                        o_[2, o + l + m] += s2
+                        o_[3, o + l + m] += s3
+                    if nmom == 10:
+                        for s in range(4, 10, 3):
+                            g0 = f[s]
+                            g1 = f[s + 1]
+                            g2 = f[s + 2]
+                            a0 = 0.0
+                            a1 = 0.0
+                            a2 = 0.0
+                            s0 = 0.0
+                            s1 = 0.0
+                            s2 = 0.0
+                            for p in range(_P):
+                                uc = q[l, m, p] * cr[m, p]
+                                us = q[l, m, p] * ci[m, p]
+                                a0 += g0[p] * uc
+                                a1 += g1[p] * uc
+                                a2 += g2[p] * uc
+                                s0 += g0[p] * us
+                                s1 += g1[p] * us
+                                s2 += g2[p] * us
+                            o_[s, o + m] += a0
+                            o_[s + 1, o + m] += a1
+                            o_[s + 2, o + m] += a2
+                            if m > 0:
+                                o_[s, o + l + m] += s0
+                                o_[s + 1, o + l + m] += s1
+                                o_[s + 2, o + l + m] += s2
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(a // -b)
+
+
+def _source_functions(Y, w, want_q):
+    """w_j f_s(y_j), shape (nmom, n), f = (1, y_1, y_2, y_3[, y1^2, y1 y2, y1 y3, y2^2, y2 y3, y3^2])."""
+    wy = w[:, None] * Y
+    rows = [w, wy[:, 0], wy[:, 1], wy[:, 2]]
+    if want_q:
+        rows += [wy[:, 0] * Y[:, 0], wy[:, 0] * Y[:, 1], wy[:, 0] * Y[:, 2], wy[:, 1] * Y[:, 1], wy[:, 1] * Y[:, 2], wy[:, 2] * Y[:, 2]]
+    return np.ascontiguousarray(np.stack(rows))
+
+
+def source_moments(Y, w, L: int, want_q: bool = False) -> np.ndarray:
+    """Source moments up to degree L, shape (nmom, (L+1)^2) in the internal layout
+    (see above): S[s, .] = sum_j w_j f_s(y_j) Y(y_j), f = (1, y_1, y_2, y_3[, y1^2,
+    y1 y2, y1 y3, y2^2, y2 y3, y3^2]) (nmom = 4, or 10 with ``want_q``).
+    """
+    Y = np.ascontiguousarray(Y, dtype=np.float64)
+    w = np.ascontiguousarray(w, dtype=np.float64)
+    L = int(L)
+    n = Y.shape[0]
+    F = _source_functions(Y, w, want_q)
+    # a fixed number of blocks (a function of n only) added in a fixed order: the
+    # result does not depend on the number of threads
+    nblk = max(1, min(_SOURCE_BLOCKS, _cdiv(n, 1024)))
+    bsize = _cdiv(_cdiv(n, nblk), _P) * _P
+    nblk = max(1, _cdiv(n, bsize))
+    out = np.empty((nblk, F.shape[0], (L + 1) ** 2))
+    _source_kernel(Y, F, L, *_legendre_tables(L), bsize, out)
+    S = out[0].copy()
+    for k in range(1, nblk):
+        S += out[k]
+    return S
+
+
+@njit(parallel=True, fastmath=SIMD_FASTMATH)
+def _target_kernel(X, A, Lh, S, a, b, diag, sub, C, R):  # pragma: no cover - compiled
+    """R[h, s, i] = exp(-kappa) sum_j w_j f_s(y_j) exp(x_i^T A_h y_j) truncated at degree
+    Lh[h] (heads with Lh[h] < 0 are skipped), C[i, h] = kappa = |A_h^T x_i|.
+
+    For the centre c = b / kappa, b = A_h^T x_i: R = sum_l 4 pi exp(-kappa) i_l(kappa)
+    sum_m Y_lm(c) S_lm. One parallel region over blocks of _P targets (vectorised over
+    them), all heads inside."""
+    m_t = X.shape[0]
+    H = A.shape[0]
+    nmom = S.shape[0]
+    Lmax = 0
+    for h in range(H):
+        Lmax = max(Lmax, Lh[h])
+    nblk = (m_t + _P - 1) // _P
+    for kb in prange(nblk):
+        q = np.empty((Lmax + 1, Lmax + 1, _P))
+        cr = np.empty((Lmax + 1, _P))
+        ci = np.empty((Lmax + 1, _P))
+        cl = np.empty((Lmax + 1, _P))
+        re = np.empty(_P)
+        im = np.empty(_P)
+        rr = np.empty(_P)
+        x0 = np.empty(_P)
+        x1 = np.empty(_P)
+        x2 = np.empty(_P)
+        c0 = np.empty(_P)
+        c1 = np.empty(_P)
+        c2 = np.empty(_P)
+        kap = np.empty(_P)
+        acc = np.empty((nmom, _P))
+        i0 = kb * _P
+        nv = min(_P, m_t - i0)
+        _load_block(X, i0, nv, x0, x1, x2)
+        for h in range(H):
+            L = Lh[h]
+            if L < 0:
+                continue
+            kmax = 0.0
+            for p in range(_P):
+                b0 = A[h, 0, 0] * x0[p] + A[h, 1, 0] * x1[p] + A[h, 2, 0] * x2[p]
+                b1 = A[h, 0, 1] * x0[p] + A[h, 1, 1] * x1[p] + A[h, 2, 1] * x2[p]
+                b2 = A[h, 0, 2] * x0[p] + A[h, 1, 2] * x1[p] + A[h, 2, 2] * x2[p]
+                k = math.sqrt(b0 * b0 + b1 * b1 + b2 * b2)
+                kap[p] = k
+                kmax = max(kmax, k)
+                if k > 0.0:
+                    c0[p] = b0 / k
+                    c1[p] = b1 / k
+                    c2[p] = b2 / k
+                else:  # exp(0) = 1: only l = 0 contributes, any centre will do
+                    c0[p] = 0.0
+                    c1[p] = 0.0
+                    c2[p] = 1.0
+            _bessel_cf(kap, _P, L, L + 16 + int(kmax), cl, rr)
+            _legendre_v(c2, L, a, b, diag, sub, q)
+            _azimuth_v(c0, c1, L, cr, ci, re, im)
+            for s in range(nmom):
+                for p in range(_P):
+                    acc[s, p] = 0.0
+            a0 = acc[0]
+            a1 = acc[1]
+            a2 = acc[2]
+            a3 = acc[3]
+            for l in range(L + 1):
+                o = l * l
+                for m in range(l + 1):
+                    # Y_{l,m}(c) S^s_{l,m} + Y_{l,-m}(c) S^s_{l,-m} for every moment s, in one
+                    # vectorised pass over the lanes
+                    k0 = S[0, o + m]
+                    k1 = S[1, o + m]
+                    k2 = S[2, o + m]
+                    k3 = S[3, o + m]
+                    if m > 0:
+                        j0 = S[0, o + l + m]
+                        j1 = S[1, o + l + m]
+                        j2 = S[2, o + l + m]
+                        j3 = S[3, o + l + m]
+                    else:  # no sine entry (ci[0] = 0)
+                        j0 = 0.0
+                        j1 = 0.0
+                        j2 = 0.0
+                        j3 = 0.0
+                    for p in range(_P):
+                        t = cl[l, p] * q[l, m, p]
+                        uc = t * cr[m, p]
+                        us = t * ci[m, p]
+                        a0[p] += uc * k0 + us * j0
+                        a1[p] += uc * k1 + us * j1
+                        a2[p] += uc * k2 + us * j2
+                        a3[p] += uc * k3 + us * j3
+                    if nmom == 10:
+                        for s in range(4, 10, 3):
+                            g0 = acc[s]
+                            g1 = acc[s + 1]
+                            g2 = acc[s + 2]
+                            k0 = S[s, o + m]
+                            k1 = S[s + 1, o + m]
+                            k2 = S[s + 2, o + m]
+                            j0 = S[s, o + l + m] if m > 0 else 0.0
+                            j1 = S[s + 1, o + l + m] if m > 0 else 0.0
+                            j2 = S[s + 2, o + l + m] if m > 0 else 0.0
+                            for p in range(_P):
+                                t = cl[l, p] * q[l, m, p]
+                                uc = t * cr[m, p]
+                                us = t * ci[m, p]
+                                g0[p] += uc * k0 + us * j0
+                                g1[p] += uc * k1 + us * j1
+                                g2[p] += uc * k2 + us * j2
+            for p in range(nv):
+                C[i0 + p, h] = kap[p]
+            for s in range(nmom):
+                for p in range(nv):
+                    R[h, s, i0 + p] = acc[s, p]
+
+
+def target_expansion(X, A, degrees, S: np.ndarray):
+    """(C, R): C (m, H) = kappa = |A_h^T x_i| and R (H, nmom, m) the scaled truncated
+    expansions exp(-kappa) sum_j w_j f_s(y_j) exp(x_i^T A_h y_j) (degree ``degrees[h]``;
+    heads with degree < 0 are left undefined) from the source moments S of
+    :func:`source_moments` (degree >= max(degrees))."""
+    X = np.ascontiguousarray(X, dtype=np.float64)
+    A = np.ascontiguousarray(A, dtype=np.float64)
+    Lh = np.asarray(degrees, dtype=np.int64)
+    m, H = X.shape[0], A.shape[0]
+    C = np.zeros((m, H))
+    R = np.zeros((H, S.shape[0], m))
+    Lmax = int(Lh.max())
+    _target_kernel(X, A, Lh, np.ascontiguousarray(S), *_legendre_tables(Lmax), C, R)
+    return C, R
+
+
+# ------------------------------------------------------------------- driver
+@dataclass
+class FastSumInfo:
+    """What :func:`moments` did: ``path`` ("fast", "direct" or "mixed"), the degree per
+    head (-1: direct), the number of (target, head) pairs recomputed directly by the
+    a-posteriori check, the predicted cost ratio direct/fast, and the reasons of fallbacks."""
+
+    path: str = "direct"
+    degrees: list = field(default_factory=list)
+    n_rechecked: int = 0
+    predicted_speedup: float = float("nan")
+    reasons: list = field(default_factory=list)
+
+
+_LOGGED: set = set()
+
+
+def _log_once(level: int, key, msg: str, *args) -> None:
+    if key in _LOGGED:
+        log.debug(msg, *args)
+        return
+    _LOGGED.add(key)
+    log.log(level, msg + " (logged once per process)", *args)
+
+
+def predicted_costs(m: int, n: int, degrees, want_q: bool):
+    """(direct, fast) cost estimates (arbitrary units) of the heads with degree >= 0."""
+    nmom = _NMOM[bool(want_q)]
+    ds = [L for L in degrees if L >= 0]
+    if not ds:
+        return 0.0, 0.0
+    direct = _COST_DIRECT * m * n * len(ds) * (1.1 if want_q else 1.0)
+    fast = _COST_FIXED + _COST_SOURCE * n * (max(ds) + 1) ** 2 * nmom + _COST_TARGET * m * nmom * sum((L + 1) ** 2 for L in ds)
+    return direct, fast
+
+
+def moments(X, Y, w, A, *, want_q=False, tol=1e-10, mode="fast", direct=None, l_max=L_MAX):
+    """Scaled attention sums (C, Z, M, Q) with the true sums = exp(C) * (Z, M, Q), and a
+    :class:`FastSumInfo`.
+
+    X (m, 3), Y (n, 3), w (n,) >= 0, A (H, 3, 3), contiguous float64. ``mode`` is
+    "fast" or "auto" (see the module docstring). ``direct(X, A) -> (C, Z, M, Q)`` is the
+    direct summation used for fallbacks (default: the kernels of :mod:`spherepde.attention.direct`).
+    """
+    if direct is None:
+        def direct(Xs, As):
+            return direct_scaled(Xs, Y, w, As, want_q, True)
+
+    m, d = X.shape
+    H = A.shape[0]
+    info = FastSumInfo()
+    level = logging.INFO if mode == "auto" else logging.WARNING
+    tol = float(tol)
+    if not tol > 0:
+        raise ValueError(f"summation tolerance must be positive, got {tol}")
+
+    def all_direct(reason_key, msg, *args):
+        if reason_key is not None:
+            _log_once(level, (reason_key, mode), msg, *args)
+            info.reasons.append(msg % args)
+        info.path = "direct"
+        info.degrees = [-1] * H
+        return direct(X, A) + (info,)
+
+    if d != 3:
+        return all_direct(None, "")
+    if H == 0 or m == 0:
+        return all_direct(None, "")
+    if np.any(w < 0) or not np.all(np.isfinite(w)):
+        return all_direct("negative", "fast summation needs non-negative weights; summing directly")
+    wsum = float(np.sum(w))
+    if not wsum > 0:
+        return all_direct(None, "")
+    # kappa_h = max_i |A_h^T x_i|
+    B = np.matmul(X[None], A)  # (H, m, 3): rows b = A_h^T x_i
+    kappa = np.sqrt(np.max(np.sum(B * B, axis=2), axis=1))
+    degrees = [choose_degree(k, tol, l_max) for k in kappa]
+    info.degrees = list(degrees)
+    far = [h for h in range(H) if degrees[h] < 0]
+    if far:
+        _log_once(
+            level, ("kappa", mode),
+            "fast summation: %d of %d heads have kappa = |A^T x| up to %.3g, too large for tol = %.1e with degree <= %d; "
+            "summing those heads directly",
+            len(far), H, float(kappa[far].max()), tol, l_max,
+        )
+        info.reasons.append(f"{len(far)} heads with kappa too large")
+    if len(far) == H:
+        info.path = "direct"
+        return direct(X, A) + (info,)
+    dcost, fcost = predicted_costs(m, Y.shape[0], degrees, want_q)
+    info.predicted_speedup = dcost / fcost if fcost > 0 else float("inf")
+    if mode == "auto" and dcost < _AUTO_MARGIN * fcost:
+        info.path = "direct"
+        info.degrees = [-1] * H
+        log.debug("auto summation: direct (predicted fast/direct cost %.3g)", fcost / max(dcost, 1e-300))
+        return direct(X, A) + (info,)
+    S = source_moments(Y, w, max(degrees), want_q)
+    C, R = target_expansion(X, A, degrees, S)
+    Z = np.ascontiguousarray(R[:, 0, :].T)
+    Mom = np.ascontiguousarray(R[:, 1:4, :].transpose(2, 0, 1))
+    Q = np.empty((0, 0))
+    if want_q:
+        x0, x1, x2 = (X[:, k : k + 1] for k in range(3))
+        Rq = R[:, 4:10, :].transpose(2, 0, 1)  # (m, H, 6)
+        Q = (x0 * x0 * Rq[..., 0] + 2.0 * x0 * x1 * Rq[..., 1] + 2.0 * x0 * x2 * Rq[..., 2]
+             + x1 * x1 * Rq[..., 3] + 2.0 * x1 * x2 * Rq[..., 4] + x2 * x2 * Rq[..., 5])
+    # a-posteriori check (module docstring): accept where 3 eta <= tol Z~_s
+    tails = np.array([_tail_cached(_round_up(kappa[h]), degrees[h]) if degrees[h] >= 0 else 0.0 for h in range(H)])
+    eta = wsum * (np.exp(-C) * tails[None, :] + _round_allowance(Y.shape[0]))
+    bad = ~(3.0 * eta <= tol * Z)
+    bad[:, far] = False
+    info.path = "fast" if not far else "mixed"
+    # heads summed directly
+    if far:
+        Cd, Zd, Md, Qd = direct(X, np.ascontiguousarray(A[far]))
+        C[:, far], Z[:, far], Mom[:, far] = Cd, Zd, Md
+        if want_q:
+            Q[:, far] = Qd
+    # targets rejected by the a-posteriori check
+    nb = int(bad.sum())
+    info.n_rechecked = nb
+    if nb:
+        if nb > 0.01 * m * H:
+            _log_once(
+                level, ("recheck", mode),
+                "fast summation: %d of %d (target, head) pairs missed tol = %.1e a posteriori (small Z relative to "
+                "the expansion's round-off); recomputed directly", nb, m * H, tol,
+            )
+        for h in np.flatnonzero(bad.any(axis=0)):
+            idx = np.flatnonzero(bad[:, h])
+            Cd, Zd, Md, Qd = direct(np.ascontiguousarray(X[idx]), np.ascontiguousarray(A[h : h + 1]))
+            C[idx, h], Z[idx, h], Mom[idx, h] = Cd[:, 0], Zd[:, 0], Md[:, 0]
+            if want_q:
+                Q[idx, h] = Qd[:, 0]
+    return C, Z, Mom, (Q if want_q else np.empty((0, 0))), info

@@ -1,0 +1,41 @@
+"""The one place that sets spherepde's Numba flags.
+
+Every compiled kernel in the package is declared with :func:`njit` from this module,
+so caching, threading and floating-point flags are chosen once:
+
+* ``cache=True`` -- compiled machine code is stored next to the sources, so a second
+  process starts instantly;
+* ``fastmath=False`` -- IEEE semantics, so results are reproducible and comparable
+  with the NumPy references to round-off;
+* ``fastmath`` off, except the flags ``reassoc`` and ``contract`` on the SIMD attention
+  kernels (:mod:`spherepde.attention.direct`, :mod:`spherepde.attention.harmonic`), where reassociating the sums is what lets LLVM
+  vectorise them; the result still does not depend on the thread count;
+* ``parallel`` only where a kernel is a per-target gather (no shared writes), so the
+  result does not depend on the number of threads.
+"""
+
+from __future__ import annotations
+
+import numba
+
+__all__ = ["njit", "prange", "SIMD_FASTMATH"]
+
+prange = numba.prange
+
+
+#: The only fastmath flags used in the package (SIMD reductions of the attention sums).
+SIMD_FASTMATH = frozenset({"reassoc", "contract"})
+
+
+def njit(func=None, *, parallel: bool = False, fastmath=False):
+    """Compile ``func`` with the package-wide Numba flags (``cache=True``, no fastmath
+    unless :data:`SIMD_FASTMATH` is passed)."""
+    if fastmath not in (False, SIMD_FASTMATH):
+        raise ValueError("use fastmath=False or fastmath=SIMD_FASTMATH")
+
+    def wrap(f):
+        return numba.njit(cache=True, fastmath=set(fastmath) if fastmath else False, nogil=True, parallel=parallel)(f)
+
+    if func is None:
+        return wrap
+    return wrap(func)

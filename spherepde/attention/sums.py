@@ -1,0 +1,94 @@
+"""The one entry point to the attention sums: direct or spherical-harmonic summation.
+
+For targets x_i, sources y_j with weights w_j and attention matrices A_h
+(docs/model.md, "Attention sums"):
+
+    Z_h(x_i) = sum_j w_j exp(x_i^T A_h y_j),   Y_h(x_i) = sum_j w_j exp(x_i^T A_h y_j) y_j,
+    Q_h(x_i) = sum_j w_j exp(x_i^T A_h y_j) (x_i . y_j)^2.
+
+:func:`attention_moments` chooses between the exact O(m n H) Numba kernels
+(:mod:`spherepde.attention.direct`) and the O((m H + n) L^2) spherical-harmonic expansion
+with a-posteriori error control (:mod:`spherepde.attention.harmonic`), and undoes the
+overflow-safe scaling both of them return.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from spherepde.attention import harmonic
+from spherepde.attention.direct import direct_scaled
+
+__all__ = ["SUMMATION_MODES", "attention_moments"]
+
+#: ``summation="auto"`` does not consider the fast path below this many (target, source,
+#: head) triples (the fast path pays from about 10^4 x 10^4 points).
+_AUTO_MIN_WORK = 20_000_000
+
+
+#: Values of the ``summation`` argument (see :func:`attention_moments`).
+SUMMATION_MODES = ("direct", "fast", "auto")
+
+
+def attention_moments(X, Y, w, A, *, want_q: bool = False, log: bool = False, simd: bool = True,
+                      summation: str = "auto", tol: float = 1e-10):
+    """Attention sums Z_h, Y_h (and Q_h) at targets X over weighted sources Y.
+
+    Parameters
+    ----------
+    X : (m, d) float array, unit target points.
+    Y : (n, d) float array, unit source points.
+    w : (n,) float array, non-negative source weights (masses).
+    A : (H, d, d) float array, attention matrices A_h.
+    want_q : also return Q_h(x_i) = sum_j w_j e^{x_i A_h y_j} (x_i . y_j)^2.
+    log : return log Z and the moments divided by Z (Y/Z, Q/Z) instead of the raw
+        sums; this form never overflows.
+    simd : for d = 3 and ||A_h||_2 <= 64 use the vectorised kernel (polynomial
+        exponential, reassociated sums; agrees with the scalar one to ~1e-14);
+        ``False`` forces the scalar online-log-sum-exp kernel (any d, any ||A||) and
+        direct summation.
+    summation : ``"direct"`` (the exact O(m n H) sums above), ``"fast"`` (d = 3:
+        spherical-harmonic expansion, :mod:`spherepde.attention.harmonic`, O((m H + n) L^2), with
+        relative error of Z and error of Y/Z, Q/Z at most ``tol``; heads or targets where
+        that cannot be guaranteed are summed directly, with a log record) or ``"auto"``
+        (default: "fast" where it meets ``tol`` and is predicted to be cheaper, else
+        "direct"; small problems are always direct).
+    tol : accuracy of the fast path (relative error of Z; error of the softmax
+        averages Y/Z and Q/Z, whose norm is at most 1).
+
+    Returns
+    -------
+    Z : (m, H)   (or log Z)
+    Mom : (m, H, d)   sum_j w_j e^{...} y_j   (or divided by Z)
+    Q : (m, H) or None
+    """
+    if summation not in SUMMATION_MODES:
+        raise ValueError(f"summation must be one of {SUMMATION_MODES}, got {summation!r}")
+    X = np.ascontiguousarray(X, dtype=np.float64)
+    Y = np.ascontiguousarray(Y, dtype=np.float64)
+    w = np.ascontiguousarray(w, dtype=np.float64)
+    A = np.ascontiguousarray(A, dtype=np.float64)
+    if X.ndim != 2 or Y.ndim != 2 or A.ndim != 3 or X.shape[1] != Y.shape[1] or A.shape[1:] != (X.shape[1],) * 2 or w.shape != (Y.shape[0],):
+        raise ValueError(
+            f"attention_moments: inconsistent shapes X{X.shape}, Y{Y.shape}, w{w.shape}, A{A.shape}; "
+            "expected X (m, d), Y (n, d), w (n,), A (H, d, d)"
+        )
+    m, d = X.shape
+    H = A.shape[0]
+    if summation == "direct" or not simd or d != 3 or (summation == "auto" and m * Y.shape[0] * H < _AUTO_MIN_WORK):
+        C, Z, Mom, Q = direct_scaled(X, Y, w, A, want_q, simd)
+    else:
+        C, Z, Mom, Q, _ = harmonic.moments(X, Y, w, A, want_q=want_q, tol=tol, mode=summation)
+    if log:
+        Mom /= Z[:, :, None]
+        if want_q:
+            Q = Q / Z
+        logZ = np.log(Z) + C
+        return logZ, Mom, (Q if want_q else None)
+    scale = np.exp(C)
+    Z *= scale
+    Mom *= scale[:, :, None]
+    if want_q:
+        Q *= scale
+        return Z, Mom, Q
+    return Z, Mom, None

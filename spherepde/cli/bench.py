@@ -1,0 +1,60 @@
+"""``spherepde bench [--json] [--quick]``: performance ratios measured side by side.
+
+What is measured, and how, is :mod:`spherepde.validation.benchmarks`.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from spherepde.validation.benchmarks import run_benchmarks
+
+
+def _print_report(r: dict) -> None:
+    m = r["machine"]
+    print(f"spherepde bench{' (quick)' if r['quick'] else ''}: {m['cpu_count']} cores, Numba {m['numba_threads']} threads "
+          f"({m['numba_threading_layer']}), load average {', '.join(f'{v:.1f}' for v in (m['load_average'] or []))}")
+    print("(a) direct kernel vs NumPy blocks (np.exp + matmul)            target >= 8x")
+    for x in r["a_direct_vs_numpy"]:
+        print(f"    N = {x['N']:6d}  H = {x['H']}  targets {x['targets']:6d}: {x['speedup']:6.1f}x   "
+              f"({x['ns_per_pair_direct']:.2f} vs {x['ns_per_pair_numpy']:.2f} ns per pair and head)")
+    print("(b) fast vs direct summation, tol 1e-10, ||A||_2 <= 6           target >= 50x at N = 40962, err <= 1e-8")
+    for x in r["b_fast_vs_direct"]:
+        print(f"    N = {x['N']:6d}  H = {x['H']}  {x['density']:9s}: {x['speedup']:6.1f}x   max rel err Z {x['max_rel_err_Z']:.1e}, "
+              f"max err v {x['max_err_v']:.1e}, degrees {x['degrees']}, rechecked {x['rechecked_pairs']}")
+    c = r["c_mesh_step_scaling"]
+    print(f"(c) mesh-solver step (fast sums, H = {c['H']}, {c['integrator']}) vs cells: exponent {c['exponent']:.2f}   target <= 1.2")
+    for x in c["steps"]:
+        print(f"    {x['cells']:6d} cells: {x['t_step_s'] * 1e3:8.1f} ms per step ({x['us_per_cell']:.1f} us per cell)")
+    d = r["d_particles"]
+    print(f"(d) particle step n = {d['n']}, H = {d['H']}, Euler: {d['speedup']:.1f}x vs batched NumPy "
+          f"({d['t_step_solver_s'] * 1e3:.2f} vs {d['t_step_numpy_s'] * 1e3:.2f} ms); sums alone {d['speedup_sums_only']:.1f}x   target >= 5x")
+    print("targets met: " + ", ".join(f"{k} {'yes' if v else ('n/a' if v is None else 'NO')}" for k, v in r["targets_met"].items()))
+    print(f"wall time {r['wall_time_s']:.0f} s")
+
+
+def cmd_bench(args) -> int:
+    report = run_benchmarks(args.quick, progress=None if args.json else (lambda s: print(s, file=sys.stderr)))
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        _print_report(report)
+    return 0
+
+
+def register(sub, common) -> None:
+    b = sub.add_parser("bench", help="performance ratios (direct vs NumPy, fast vs direct, mesh-step scaling, particles)")
+    b.add_argument("--json", action="store_true", help="print the report as JSON")
+    b.add_argument("--quick", action="store_true", help="fewer sizes and heads (~10 s instead of ~1 min)")
+    common(b)
+    b.set_defaults(func=cmd_bench)
+
+
+def main(argv=None) -> int:
+    import argparse
+
+    p = argparse.ArgumentParser(prog="bench.py", description=__doc__.splitlines()[0])
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--quick", action="store_true")
+    return cmd_bench(p.parse_args(argv))

@@ -1,0 +1,40 @@
+"""Helpers shared by the subcommands: one-line errors, shipped examples, loading a config."""
+
+from __future__ import annotations
+
+import sys
+from importlib import resources
+from pathlib import Path
+
+EXAMPLES_PACKAGE = "spherepde.runs.examples"
+
+
+def fail(msg: str, code: int = 2) -> int:
+    """Print ``spherepde: error: msg`` on stderr and return the exit status ``code``."""
+    print(f"spherepde: error: {msg}", file=sys.stderr)
+    return code
+
+
+def examples() -> dict[str, str]:
+    """The shipped example run configurations, name -> TOML text."""
+    files = resources.files(EXAMPLES_PACKAGE)
+    return {p.name[:-5]: p.read_text() for p in files.iterdir() if p.name.endswith(".toml") and not p.name.startswith("sweep-")}
+
+
+def example_path(name: str) -> Path:
+    ex = examples()
+    if name not in ex:
+        raise SystemExit(fail(f"unknown example {name!r}; available: {', '.join(sorted(ex))}"))
+    return Path(str(resources.files(EXAMPLES_PACKAGE) / f"{name}.toml"))
+
+
+def load_args_config(args):
+    """The configuration named by ``args`` (a file, ``--example``, or the defaults) with ``--set`` applied."""
+    from spherepde.runs.config import default_config, load_config, parse_override
+
+    overrides = dict(parse_override(s) for s in (args.set or []))
+    if getattr(args, "example", None):
+        return load_config(example_path(args.example), overrides)
+    if args.config:
+        return load_config(args.config, overrides)
+    return default_config().with_overrides(overrides) if overrides else default_config()

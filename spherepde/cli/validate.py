@@ -1,0 +1,64 @@
+"""``spherepde validate``: run the validation studies (:mod:`spherepde.validation`) and write a report.
+
+    spherepde validate [--smoke | --quick | --full] [--out DIR] [--only NAME ...] [--force]
+
+The studies and the report are :func:`spherepde.validation.report.run_validation`;
+this module only turns options into that call and the result into an exit status:
+0 the studies ran (failed checks are listed in the report and in a one-line summary on
+stderr), 1 a study raised an error, 2 bad options or an existing non-empty output folder
+without ``--force`` (nothing is written).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from spherepde.validation.report import DEFAULT_OUT, OutputExistsError, run_validation, studies
+
+
+def cmd_validate(args) -> int:
+    size = "smoke" if args.smoke else "full" if args.full else "quick"
+    try:
+        report = run_validation(size, args.out, args.only, force=args.force, progress=not args.quiet, verbose=args.verbose > 0 and not args.quiet)
+    except (ValueError, OutputExistsError) as exc:
+        print(f"spherepde: error: {exc}", file=sys.stderr)
+        return 2
+    out = Path(args.out)
+    failed = report["failed_checks"]
+    nchecks = sum(len(e.get("checks", {})) for e in report["studies"].values())
+    msg = f"validation ({size}): {nchecks - len(failed)}/{nchecks} checks pass"
+    if failed:
+        msg += "; FAILED: " + "; ".join(f"{n}: {k}" for n, k in failed)
+    if report["missing"]:
+        msg += f"; missing studies: {', '.join(report['missing'])}"
+    if report["errors"]:
+        msg += f"; studies with errors: {', '.join(report['errors'])}"
+    print(msg, file=sys.stderr)
+    if not args.quiet:
+        print(out / "report.md")
+    return 1 if report["errors"] else 0
+
+
+def register(sub, common) -> None:
+    """Add ``validate`` to the ``spherepde`` subcommand parser."""
+    try:
+        names = ", ".join(studies())
+    except ImportError:  # pragma: no cover - validation package not installed
+        names = "(validation package not found)"
+    v = sub.add_parser(
+        "validate",
+        help="run the validation studies and write a Markdown/JSON report",
+        description="Run spherepde's validation studies (" + names + ") and write OUT/report.md, OUT/report.json and "
+        "OUT/figures/. Exit status 0 when the studies ran (failed checks are listed in the report), 1 when a study raised "
+        "an error, 2 on bad options or a non-empty OUT without --force.",
+    )
+    g = v.add_mutually_exclusive_group()
+    g.add_argument("--smoke", action="store_true", help="seconds per study (what the test suite runs)")
+    g.add_argument("--quick", action="store_true", help="a few minutes in all (default)")
+    g.add_argument("--full", action="store_true", help="the complete studies (long)")
+    v.add_argument("--out", default=DEFAULT_OUT, help=f"output folder (default: {DEFAULT_OUT}/); must be absent or empty unless --force")
+    v.add_argument("--only", nargs="+", metavar="NAME", help="run only these studies")
+    v.add_argument("--force", action="store_true", help="write into an existing non-empty output folder")
+    common(v)
+    v.set_defaults(func=cmd_validate)

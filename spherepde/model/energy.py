@@ -1,0 +1,192 @@
+"""Energy, dissipation and the energy-dissipation identity (docs/model.md §3).
+
+All functions take a weighted point cloud: points x_i in R^d (unit) with weights w_i
+(1/n for tokens, cell masses m_c = rho_c |C_c| on the mesh), so the particle and the
+mesh solver share one implementation and report the same columns.
+
+For gradient heads (A_h = D_h, V_h = s D_h):
+
+    E        = (1/(2H)) sum_h sum_i w_i Z_h(x_i)
+    d_tE     = (1/(2H)) sum_h sum_ij w_i w_j e^{x_i D_h x_j} [x_i^T f_h x_j + (sigma^2/4)(1 + (x_i.x_j)^2)]
+    dM       = (1/(2H)) sum_h sum_ij w_i w_j e^{x_i D_h x_j} x_i^T dM_h x_j       (Ito, left point)
+    grad xi  = (1/H) sum_h P_x D_h Y_h(x),          xi = dE/dmu = (1/H) sum_h Z_h
+    v        = (1/H) sum_h P_x V_h Y_h(x) / Z_h(x)   (= s grad_S Phi,  Phi = (1/H) sum_h log Z_h)
+    transport = sum_i w_i grad xi(x_i) . v(x_i)     (chain-rule term)
+    G2       = sum_i w_i |v(x_i)|^2 / ((1/H) sum_h 1/Z_h(x_i))   (harmonic-mean mobility)
+
+with Y_h(x) = sum_j w_j e^{x D_h x_j} x_j (see :mod:`spherepde.attention.direct`).
+
+The running balance (:class:`EnergyBalance`) reports two residuals:
+
+    edi_exact = E(t) - E(0) - int d_tE - int transport - M_t      (-> 0 as dt -> 0, any H)
+    edi_paper = E(t) - E(0) - int d_tE - s int G2 - M_t           (paper's form; exact for H = 1)
+
+(for s = -1 the paper's form reads E(T) - E(0) = int d_tE - int G2 + M_T).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from spherepde.model.velocity import HeadFields, project
+
+__all__ = [
+    "state_rates",
+    "martingale_increment",
+    "mean_resultant_length",
+    "cluster_count",
+    "EnergyBalance",
+    "DIAGNOSTIC_COLUMNS",
+    "ENERGY_COLUMNS",
+]
+
+#: Columns common to both solvers' ``diagnostics.csv`` (mesh runs add ``mass`` and ``rho_min``).
+DIAGNOSTIC_COLUMNS = (
+    "t",
+    "step",
+    "energy",
+    "dEdt_partial",
+    "martingale",
+    "transport",
+    "G2",
+    "int_dEdt",
+    "int_transport",
+    "int_G2",
+    "edi_paper",
+    "edi_exact",
+    "mean_resultant",
+)
+
+#: The energy-based columns (undefined, NaN, for general heads).
+ENERGY_COLUMNS = DIAGNOSTIC_COLUMNS[2:12]
+
+
+def state_rates(X, w, fields: HeadFields, D, f, sigma: float, v=None) -> dict:
+    """Instantaneous energy quantities of a weighted cloud for gradient heads.
+
+    Parameters
+    ----------
+    X : (n, d) points; w : (n,) weights summing to 1.
+    fields : head fields at X (with Q when sigma > 0).
+    D : (H, d, d) symmetric matrices; f : (H, d, d) drift f_h(D_h, t); sigma : noise level.
+    v : (n, d) velocity at X (computed from the fields with V = s D when omitted is not
+        possible, so pass it).
+
+    Returns
+    -------
+    dict with energy, dEdt_partial, transport, G2, xi (n,), grad_xi (n, d).
+    """
+    H = D.shape[0]
+    Z, Y = fields.Z, fields.Y
+    energy = float(np.sum(w[:, None] * Z) / (2 * H))
+    drift_term = np.einsum("id,hde,ihe->ih", X, f, Y, optimize=True)
+    dEdt = np.sum(w[:, None] * drift_term)
+    if sigma > 0:
+        if fields.Q is None:
+            raise ValueError("state_rates: sigma > 0 needs the second moment Q (want_q=True)")
+        dEdt += (sigma**2 / 4) * np.sum(w[:, None] * (Z + fields.Q))
+    dEdt /= 2 * H
+    grad_xi = project(X, np.einsum("hde,ihe->id", D, Y, optimize=True) / H)
+    transport = float(np.sum(w * np.sum(grad_xi * v, axis=1)))
+    mobility = np.mean(1.0 / Z, axis=1)  # (1/H) sum_h 1/Z_h
+    G2 = float(np.sum(w * np.sum(v * v, axis=1) / mobility))
+    return {
+        "energy": energy,
+        "dEdt_partial": float(dEdt),
+        "transport": transport,
+        "G2": G2,
+        "xi": Z.mean(axis=1),
+        "grad_xi": grad_xi,
+    }
+
+
+def martingale_increment(X, w, fields: HeadFields, dM) -> float:
+    """(1/(2H)) sum_h sum_i w_i x_i^T dM_h Y_h(x_i): the Ito martingale increment."""
+    H = dM.shape[0]
+    return float(np.sum(w[:, None] * np.einsum("id,hde,ihe->ih", X, dM, fields.Y, optimize=True)) / (2 * H))
+
+
+def mean_resultant_length(X, w) -> float:
+    """|sum_i w_i x_i| (1 for a single point mass, 0 for a balanced configuration)."""
+    return float(np.linalg.norm(w @ X))
+
+
+def cluster_count(X, radius: float = 0.1, min_fraction: float = 0.0) -> int:
+    """Number of single-linkage clusters of tokens at chordal distance ``radius``.
+
+    Tokens closer than ``radius`` are linked; clusters holding less than
+    ``min_fraction`` of the tokens are not counted.
+    """
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+    from scipy.spatial import cKDTree
+
+    n = X.shape[0]
+    pairs = cKDTree(X).query_pairs(radius, output_type="ndarray")
+    g = coo_matrix((np.ones(len(pairs)), (pairs[:, 0], pairs[:, 1])), shape=(n, n)) if len(pairs) else coo_matrix((n, n))
+    _, labels = connected_components(g, directed=False)
+    sizes = np.bincount(labels)
+    return int(np.sum(sizes >= max(1, min_fraction * n)))
+
+
+@dataclass
+class EnergyBalance:
+    """Running integrals of the energy balance (docs/model.md §3).
+
+    Integrals of d_tE, transport and G2 are accumulated with the time integrator's own
+    quadrature weights (stage rates times b_i dt); the martingale with the Ito (left
+    point) rule on the weight grid.
+    """
+
+    sign: float
+    E0: float | None = None
+    int_dEdt: float = 0.0
+    int_transport: float = 0.0
+    int_G2: float = 0.0
+    martingale: float = 0.0
+    _fields: tuple = field(default=("E0", "int_dEdt", "int_transport", "int_G2", "martingale"), repr=False)
+
+    def add_stages(self, dt: float, b, stage_rates) -> None:
+        for bi, r in zip(b, stage_rates):
+            if bi == 0.0:
+                continue
+            self.int_dEdt += bi * dt * r["dEdt_partial"]
+            self.int_transport += bi * dt * r["transport"]
+            self.int_G2 += bi * dt * r["G2"]
+
+    def add_martingale(self, dM: float) -> None:
+        self.martingale += dM
+
+    def residuals(self, energy: float) -> tuple[float, float]:
+        dE = energy - self.E0
+        edi_paper = dE - self.int_dEdt - self.sign * self.int_G2 - self.martingale
+        edi_exact = dE - self.int_dEdt - self.int_transport - self.martingale
+        return edi_paper, edi_exact
+
+    def columns(self, rates: dict | None) -> dict:
+        """The energy columns of a diagnostics row from the current instantaneous ``rates``
+        (:func:`state_rates`); all NaN when ``rates`` is None (general heads: undefined)."""
+        if rates is None:
+            return {k: float("nan") for k in ENERGY_COLUMNS}
+        edi_paper, edi_exact = self.residuals(rates["energy"])
+        return {
+            "energy": rates["energy"],
+            "dEdt_partial": rates["dEdt_partial"],
+            "martingale": self.martingale,
+            "transport": rates["transport"],
+            "G2": rates["G2"],
+            "int_dEdt": self.int_dEdt,
+            "int_transport": self.int_transport,
+            "int_G2": self.int_G2,
+            "edi_paper": edi_paper,
+            "edi_exact": edi_exact,
+        }
+
+    def state(self) -> dict:
+        return {k: getattr(self, k) for k in self._fields}
+
+    def restore(self, d: dict) -> None:
+        for k in self._fields:
+            setattr(self, k, float(d[k]) if d[k] is not None else None)

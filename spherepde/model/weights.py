@@ -1,0 +1,556 @@
+"""Head weight paths Theta_t (docs/model.md §2).
+
+Each head's matrix follows the SDE
+
+    dD_h = f_h(D_h, t) dt + sigma dW^sym_h,     dW^sym = (dW + dW^T) / 2,
+
+independently per head. A :class:`WeightPath` is generated ONCE from a seed on a
+uniform time grid t_k = k dt and can then be queried at any time of the run (linear
+interpolation between grid points), saved and loaded, so the particle and the mesh
+solver are driven by the identical Theta_t.
+
+Stored on the grid (K + 1 points, K steps):
+
+* ``A[k]`` (H, d, d): attention matrices (for gradient heads A_h = D_h);
+* ``V[k]`` (H, d, d): value matrices (for gradient heads V_h = s D_h);
+* ``drift[k]`` (H, d, d): f_h(D_h(t_k), t_k), the drift at the grid point;
+* ``dM[k]`` (H, d, d): the stochastic increment over step k (sigma dW^sym for
+  Euler--Maruyama; the Gaussian part of the exact OU transition), used for the
+  martingale term of the energy balance (docs/model.md §3).
+
+Processes (dataclasses, :data:`PROCESSES` registry): ``ou`` f = kappa (M - D);
+``oscillating`` f = F_h(t) - D (the paper's target, three phase conventions);
+``frozen`` f = 0; ``drift`` a user-supplied Python callable; and ``file`` (matrices
+given on a time grid, read from .npz/.npy).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+__all__ = [
+    "OUProcess",
+    "OscillatingProcess",
+    "FrozenProcess",
+    "DriftProcess",
+    "PROCESSES",
+    "WeightPath",
+    "initial_matrices",
+    "generate_weight_path",
+    "oscillating_target",
+    "weight_path_from_arrays",
+]
+
+
+# --------------------------------------------------------------------------- processes
+@dataclass(frozen=True)
+class OUProcess:
+    """Ornstein--Uhlenbeck: dD = kappa (M - D) dt + sigma dW^sym; M = mean * I or a matrix.
+
+    Paper values (Section 6): M = I, kappa = 1, sigma^2 = 2.
+    """
+
+    mean: float | np.ndarray = 1.0
+    kappa: float = 1.0
+    sigma: float = math.sqrt(2.0)
+    name = "ou"
+
+    def mean_matrix(self, d: int) -> np.ndarray:
+        M = np.asarray(self.mean, dtype=float)
+        if M.ndim == 0:
+            return float(M) * np.eye(d)
+        if M.shape != (d, d):
+            raise ValueError(f"ou process: mean matrix has shape {M.shape}, expected ({d}, {d})")
+        return M
+
+    def drift(self, D: np.ndarray, t: float) -> np.ndarray:
+        return self.kappa * (self.mean_matrix(D.shape[-1])[None] - D)
+
+
+@dataclass(frozen=True)
+class OscillatingProcess:
+    """The paper's oscillating weights: dD_h = (F_h(t) - D_h) dt, sigma = 0 by default.
+
+    ``phase`` selects the per-head phase convention (docs/model.md §2): ``shift``
+    (tau = t + phi_h in every argument), ``figure`` (phi_h added once to each argument)
+    or ``in-phase`` (phi_h = 0). phi_h = 2 pi h / H for heads h = 0..H-1.
+    """
+
+    phase: str = "shift"
+    sigma: float = 0.0
+    name = "oscillating"
+
+    def __post_init__(self):
+        if self.phase not in ("shift", "figure", "in-phase"):
+            raise ValueError(
+                f"oscillating process: unknown phase convention {self.phase!r}; "
+                "use 'shift', 'figure' or 'in-phase'"
+            )
+
+    def drift(self, D: np.ndarray, t: float) -> np.ndarray:
+        H, d, _ = D.shape
+        return oscillating_target(t, d, H, self.phase) - D
+
+
+@dataclass(frozen=True)
+class FrozenProcess:
+    """Frozen weights: f = 0 (sigma = 0): D_h(t) = D_h(0)."""
+
+    sigma: float = 0.0
+    name = "frozen"
+
+    def drift(self, D: np.ndarray, t: float) -> np.ndarray:
+        return np.zeros_like(D)
+
+
+@dataclass(frozen=True)
+class DriftProcess:
+    """User-supplied drift: ``fn(D, t) -> f`` with D and f of shape (H, d, d) (Python API only)."""
+
+    fn: Callable[[np.ndarray, float], np.ndarray] = field(repr=False, default=None)  # type: ignore[assignment]
+    sigma: float = 0.0
+    name = "drift"
+
+    def __post_init__(self):
+        if not callable(self.fn):
+            raise TypeError(f"DriftProcess needs a callable fn(D, t) -> f, got {self.fn!r}")
+
+    def drift(self, D: np.ndarray, t: float) -> np.ndarray:
+        f = np.asarray(self.fn(D.copy(), float(t)), dtype=float)
+        if f.shape != D.shape:
+            raise ValueError(f"drift function returned shape {f.shape}, expected {D.shape}")
+        if not np.all(np.isfinite(f)):
+            raise ValueError(f"drift function returned non-finite values at t = {t}")
+        return f
+
+
+PROCESSES = {"ou": OUProcess, "oscillating": OscillatingProcess, "frozen": FrozenProcess, "drift": DriftProcess}
+
+
+# ------------------------------------------------------------- oscillating target F_h(t)
+def _oscillating_table(d: int):
+    """Entries of F(tau) as (i, j, c0, amp, trig, a, b): F_ij = c0 + amp * trig(a tau + b)."""
+    if d == 2:
+        return [(0, 0, 2.0, 1.5, "cos", 1.0, 0.0), (0, 1, 0.0, 1.0, "sin", 2.0, 0.0), (1, 1, 2.0, -1.5, "cos", 1.0, 0.0)]
+    if d == 3:
+        return [
+            (0, 0, 2.0, 1.5, "cos", 1.0, 0.0),
+            (0, 1, 0.0, 1.0, "sin", 2.0, 0.0),
+            (0, 2, 0.0, 1.0, "sin", 1.0, 0.0),
+            (1, 1, 2.0, 1.5, "sin", 1.0, 0.0),
+            (1, 2, 0.0, 1.0, "cos", 2.0, 0.0),
+            (2, 2, 2.0, 1.5, "cos", 1.0, math.pi / 4),
+        ]
+    if d < 2:
+        raise ValueError(f"oscillating weights need d >= 2, got d = {d}")
+    P = d * (d - 1) // 2
+    table = [(i, i, 2.0, 1.5, "cos", 1.0, 2 * math.pi * i / d) for i in range(d)]
+    p = 0
+    for i in range(d):
+        for j in range(i + 1, d):
+            table.append((i, j, 0.0, 1.0, "sin", 2.0, 2 * math.pi * p / P))
+            p += 1
+    return table
+
+
+def _phases(H: int, phase: str) -> np.ndarray:
+    if phase == "in-phase":
+        return np.zeros(H)
+    return 2 * math.pi * np.arange(H) / H
+
+
+def _arg_offsets(a: float, b: float, phi: np.ndarray, phase: str) -> np.ndarray:
+    """Offset b_h so that the argument is a t + b_h for each head."""
+    if phase == "figure":
+        return b + phi
+    return a * phi + b  # shift (and in-phase, where phi = 0)
+
+
+def oscillating_target(t: float, d: int, H: int, phase: str = "shift") -> np.ndarray:
+    """The paper's oscillating target F_h(t), shape (H, d, d), symmetric (docs/model.md §2).
+
+    d = 3: F(tau) = [[2 + 1.5 cos tau, sin 2tau, sin tau], [., 2 + 1.5 sin tau, cos 2tau],
+    [., ., 2 + 1.5 cos(tau + pi/4)]]; d = 2: [[2 + 1.5 cos tau, sin 2tau], [., 2 - 1.5 cos tau]];
+    d >= 4: F_ii = 2 + 1.5 cos(tau + 2 pi i/d), F_ij = sin(2 tau + 2 pi p/P) for the p-th
+    pair i < j (0-based i and p, pairs in row-major order).
+    """
+    phi = _phases(H, phase)
+    F = np.zeros((H, d, d))
+    for i, j, c0, amp, trig, a, b in _oscillating_table(d):
+        arg = a * t + _arg_offsets(a, b, phi, phase)
+        val = c0 + amp * (np.cos(arg) if trig == "cos" else np.sin(arg))
+        F[:, i, j] = val
+        F[:, j, i] = val
+    return F
+
+
+def _oscillating_relaxation(t0: float, t1: float, d: int, H: int, phase: str) -> np.ndarray:
+    """Exact integral  int_{t0}^{t1} exp(-(t1 - u)) F_h(u) du, shape (H, d, d)."""
+    phi = _phases(H, phase)
+    dt = t1 - t0
+    decay = math.exp(-dt)
+    out = np.zeros((H, d, d))
+    for i, j, c0, amp, trig, a, b in _oscillating_table(d):
+        bh = _arg_offsets(a, b, phi, phase)
+
+        def G(u):
+            x = a * u + bh
+            if trig == "cos":
+                return (np.cos(x) + a * np.sin(x)) / (1 + a * a)
+            return (np.sin(x) - a * np.cos(x)) / (1 + a * a)
+
+        val = c0 * (1 - decay) + amp * (G(t1) - decay * G(t0))
+        out[:, i, j] = val
+        out[:, j, i] = val
+    return out
+
+
+# ----------------------------------------------------------------------- initial draws
+def initial_matrices(kind: str, H: int, d: int, rng: np.random.Generator | None = None, *, beta: float = 1.0, file=None) -> np.ndarray:
+    """Initial head matrices, shape (H, d, d).
+
+    ``gaussian``: the paper's D_h(0) = G + G^T with G iid N(0, 1); ``identity``: I;
+    ``beta``: beta I; ``file``: an (H, d, d) or (d, d) array from .npy / .npz (key ``D0``
+    or the only array), read with ``allow_pickle=False``.
+    """
+    if kind == "gaussian":
+        if rng is None:
+            raise ValueError("initial_matrices('gaussian') needs a random generator")
+        G = rng.standard_normal((H, d, d))
+        return G + np.swapaxes(G, 1, 2)
+    if kind == "identity":
+        return np.broadcast_to(np.eye(d), (H, d, d)).copy()
+    if kind == "beta":
+        return beta * np.broadcast_to(np.eye(d), (H, d, d)).copy()
+    if kind == "file":
+        arr = _read_array(file, key="D0")
+        if arr.shape == (d, d):
+            arr = np.broadcast_to(arr, (H, d, d)).copy()
+        if arr.shape != (H, d, d):
+            raise ValueError(f"initial matrices in {file}: shape {arr.shape}, expected ({H}, {d}, {d}) or ({d}, {d})")
+        if not np.all(np.isfinite(arr)):
+            raise ValueError(f"initial matrices in {file} contain NaN or infinite values")
+        return arr.astype(float)
+    raise ValueError(f"unknown initial matrix kind {kind!r}; use 'gaussian', 'identity', 'beta' or 'file'")
+
+
+def _read_array(file, key: str) -> np.ndarray:
+    if file is None:
+        raise ValueError("a file path is required")
+    path = Path(file)
+    if not path.is_file():
+        raise FileNotFoundError(f"file not found: {path}")
+    try:
+        data = np.load(path, allow_pickle=False)
+    except (ValueError, OSError, EOFError) as exc:
+        raise ValueError(f"{path}: not a readable NumPy .npy/.npz array file ({exc})") from exc
+    if isinstance(data, np.lib.npyio.NpzFile):
+        with data:
+            if key in data.files:
+                arr = np.array(data[key])
+            elif len(data.files) == 1:
+                arr = np.array(data[data.files[0]])
+            else:
+                raise ValueError(f"{path}: expected an array named {key!r} (found {data.files})")
+    else:
+        arr = np.array(data)
+    if not (np.issubdtype(arr.dtype, np.floating) or np.issubdtype(arr.dtype, np.integer)):
+        raise ValueError(f"{path}: expected a real numeric array, got dtype {arr.dtype}")
+    return arr
+
+
+# ---------------------------------------------------------------------------- the path
+@dataclass(frozen=True, eq=False)
+class WeightPath:
+    """A sampled weight path Theta_t on the grid t_k = k dt, k = 0..K (see module docstring).
+
+    Query with :meth:`matrices` (A_h(t), V_h(t)), :meth:`drift_at` and :meth:`noise`.
+    """
+
+    dt: float
+    A: np.ndarray  # (K+1, H, d, d)
+    V: np.ndarray  # (K+1, H, d, d)
+    drift: np.ndarray  # (K+1, H, d, d), f_h(D_h(t_k), t_k)
+    dM: np.ndarray  # (K, H, d, d)
+    sigma: float = 0.0
+    heads: str = "gradient"  # or "general"
+    sign: float = -1.0
+    meta: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        for name in ("A", "V", "drift", "dM"):
+            arr = getattr(self, name)
+            arr.flags.writeable = False
+        K1, H, d, _ = self.A.shape
+        if self.V.shape != self.A.shape or self.drift.shape != self.A.shape or self.dM.shape != (K1 - 1, H, d, d):
+            raise ValueError("WeightPath: inconsistent array shapes")
+
+    # ---- sizes
+    @property
+    def H(self) -> int:
+        return self.A.shape[1]
+
+    @property
+    def d(self) -> int:
+        return self.A.shape[2]
+
+    @property
+    def K(self) -> int:
+        return self.A.shape[0] - 1
+
+    @property
+    def T(self) -> float:
+        return self.K * self.dt
+
+    @property
+    def times(self) -> np.ndarray:
+        return np.arange(self.K + 1) * self.dt
+
+    @property
+    def is_gradient(self) -> bool:
+        return self.heads == "gradient"
+
+    @property
+    def D(self) -> np.ndarray:
+        """Gradient heads: the symmetric matrices D_h on the grid (= A)."""
+        if not self.is_gradient:
+            raise ValueError("D is defined for gradient heads only")
+        return self.A
+
+    # ---- queries
+    def _locate(self, t: float) -> tuple[int, float]:
+        if not (-1e-12 <= t <= self.T * (1 + 1e-12) + 1e-12):
+            raise ValueError(f"time t = {t} is outside the weight path [0, {self.T}]; generate the path to a larger T")
+        x = t / self.dt
+        k = int(math.floor(x + 1e-9))
+        k = min(max(k, 0), self.K)
+        lam = x - k
+        if abs(lam) < 1e-9 or k == self.K:
+            lam = 0.0
+        return k, lam
+
+    def _interp(self, arr: np.ndarray, t: float) -> np.ndarray:
+        k, lam = self._locate(t)
+        if lam == 0.0:
+            return arr[k]
+        return (1.0 - lam) * arr[k] + lam * arr[k + 1]
+
+    def matrices(self, t: float) -> tuple[np.ndarray, np.ndarray]:
+        """(A_h(t), V_h(t)), each (H, d, d), linearly interpolated between grid points."""
+        return self._interp(self.A, t), self._interp(self.V, t)
+
+    def drift_at(self, t: float) -> np.ndarray:
+        """f_h(D_h(t), t), linearly interpolated between grid points, (H, d, d)."""
+        return self._interp(self.drift, t)
+
+    def grid_index(self, t: float) -> int | None:
+        """k if t is (to round-off) the grid point t_k, else None."""
+        k, lam = self._locate(t)
+        return k if lam == 0.0 else None
+
+    def next_grid_time(self, t: float) -> float:
+        """The first grid point strictly after t."""
+        k, _ = self._locate(t)
+        return min(k + 1, self.K) * self.dt
+
+    # ---- I/O
+    def save(self, path) -> None:
+        """Write the path to an .npz file (atomic: temporary file + rename)."""
+        path = Path(path)
+        tmp = path.with_name(path.name + ".tmp.npz")
+        np.savez(
+            tmp,
+            dt=self.dt,
+            A=self.A,
+            V=self.V,
+            drift=self.drift,
+            dM=self.dM,
+            sigma=self.sigma,
+            heads=np.array(self.heads),
+            sign=self.sign,
+            meta=np.array(json.dumps(self.meta, default=str)),
+        )
+        tmp.replace(path)
+
+    @classmethod
+    def load(cls, path) -> WeightPath:
+        path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"weight path file not found: {path}")
+        with np.load(path, allow_pickle=False) as z:
+            missing = {"dt", "A", "V", "drift", "dM"} - set(z.files)
+            if missing:
+                raise ValueError(f"{path} is not a spherepde weight path (missing {sorted(missing)})")
+            return cls(
+                dt=float(z["dt"]),
+                A=np.array(z["A"]),
+                V=np.array(z["V"]),
+                drift=np.array(z["drift"]),
+                dM=np.array(z["dM"]),
+                sigma=float(z["sigma"]),
+                heads=str(z["heads"]),
+                sign=float(z["sign"]),
+                meta=json.loads(str(z["meta"])),
+            )
+
+
+def _sym_noise(rng: np.random.Generator, H: int, d: int) -> np.ndarray:
+    G = rng.standard_normal((H, d, d))
+    return 0.5 * (G + np.swapaxes(G, 1, 2))
+
+
+def _simulate(process, D0: np.ndarray, T: float, dt: float, rng, scheme: str):
+    """Integrate one matrix process; returns (D (K+1,...), drift (K+1,...), dM (K,...))."""
+    K = int(round(T / dt))
+    if K < 1 or abs(K * dt - T) > 1e-9 * max(1.0, T):
+        raise ValueError(f"weight path: T = {T} must be a positive multiple of dt = {dt}")
+    H, d, _ = D0.shape
+    sigma = float(getattr(process, "sigma", 0.0))
+    D = np.empty((K + 1, H, d, d))
+    f = np.empty((K + 1, H, d, d))
+    dM = np.zeros((K, H, d, d))
+    D[0] = D0
+    use_exact = scheme == "exact"
+    if use_exact and not isinstance(process, (OUProcess, OscillatingProcess, FrozenProcess)):
+        raise ValueError(f"scheme 'exact' is available for ou, oscillating and frozen processes, not {process.name!r}")
+    if use_exact and isinstance(process, OscillatingProcess) and sigma != 0.0:
+        raise ValueError("scheme 'exact' for oscillating weights requires sigma = 0")
+    for k in range(K):
+        t = k * dt
+        f[k] = process.drift(D[k], t)
+        if use_exact and isinstance(process, OUProcess):
+            M = process.mean_matrix(d)[None]
+            kap = process.kappa
+            decay = math.exp(-kap * dt)
+            std = sigma * math.sqrt((1 - math.exp(-2 * kap * dt)) / (2 * kap)) if kap != 0 else sigma * math.sqrt(dt)
+            noise = std * _sym_noise(rng, H, d) if sigma > 0 else 0.0
+            D[k + 1] = M + decay * (D[k] - M) + noise
+            if sigma > 0:
+                dM[k] = noise
+        elif use_exact and isinstance(process, OscillatingProcess):
+            D[k + 1] = math.exp(-dt) * D[k] + _oscillating_relaxation(t, t + dt, d, H, process.phase)
+        else:  # Euler--Maruyama (the paper's scheme); exact for frozen
+            D[k + 1] = D[k] + dt * f[k]
+            if sigma > 0:
+                dM[k] = sigma * math.sqrt(dt) * _sym_noise(rng, H, d)
+                D[k + 1] += dM[k]
+        if not np.all(np.isfinite(D[k + 1])):
+            raise FloatingPointError(f"weight path became non-finite at t = {(k + 1) * dt}; reduce dt or check the drift")
+    f[K] = process.drift(D[K], K * dt)
+    return D, f, dM
+
+
+def generate_weight_path(
+    process,
+    *,
+    H: int,
+    d: int,
+    T: float,
+    dt: float,
+    seed: int | None = 0,
+    init: str | np.ndarray = "gaussian",
+    beta: float = 1.0,
+    init_file=None,
+    init_seed: int | None = None,
+    heads: str = "gradient",
+    sign: float = -1.0,
+    scheme: str = "euler",
+    value_init: str | np.ndarray | None = None,
+) -> WeightPath:
+    """Generate a weight path once from a seed (docs/model.md §2).
+
+    Parameters
+    ----------
+    process : one of the process dataclasses (OUProcess, OscillatingProcess, ...).
+    H, d : number of heads and the ambient dimension (tokens on S^{d-1}).
+    T, dt : final time and grid step; T must be a multiple of dt.
+    seed : seeds the noise (numpy PCG64 through ``SeedSequence(seed)``); the same seed
+        gives the same path on every run.
+    init : ``gaussian`` (D = G + G^T), ``identity``, ``beta`` (beta I), ``file``, or an
+        (H, d, d) array.
+    init_seed : seed of the initial draw when it should differ from ``seed`` (e.g. one
+        fixed D_h(0) for Monte-Carlo over noise paths); default: derived from ``seed``.
+    heads : ``gradient`` (A_h = D_h, V_h = s D_h) or ``general`` (A_h and V_h evolve
+        independently under the same process; ``value_init`` gives V_h(0)).
+    sign : s = -1 (paper, energy descent) or +1 (clustering, ascent).
+    scheme : ``euler`` (Euler--Maruyama with symmetrised noise, as the paper) or
+        ``exact`` (exact OU transition / exact relaxation toward F_h(t)).
+    """
+    if H < 1 or d < 2:
+        raise ValueError(f"need H >= 1 and d >= 2, got H = {H}, d = {d}")
+    if not dt > 0 or not T > 0:
+        raise ValueError(f"need T > 0 and dt > 0, got T = {T}, dt = {dt}")
+    if sign not in (-1, 1, -1.0, 1.0):
+        raise ValueError(f"sign s must be -1 or +1, got {sign}")
+    if heads not in ("gradient", "general"):
+        raise ValueError(f"heads must be 'gradient' or 'general', got {heads!r}")
+    if scheme not in ("euler", "exact"):
+        raise ValueError(f"scheme must be 'euler' or 'exact', got {scheme!r}")
+    ss = np.random.SeedSequence(seed)
+    noise_ss, init_ss, vnoise_ss, vinit_ss = ss.spawn(4)
+    if init_seed is not None:
+        init_ss = np.random.SeedSequence(init_seed)
+    init_rng = np.random.default_rng(init_ss)
+    if isinstance(init, np.ndarray):
+        D0 = np.asarray(init, float)
+        if D0.shape == (d, d):
+            D0 = np.broadcast_to(D0, (H, d, d)).copy()
+        if D0.shape != (H, d, d):
+            raise ValueError(f"initial matrices have shape {D0.shape}, expected ({H}, {d}, {d})")
+    else:
+        D0 = initial_matrices(init, H, d, init_rng, beta=beta, file=init_file)
+    if heads == "gradient" and not np.allclose(D0, np.swapaxes(D0, 1, 2), atol=1e-12):
+        raise ValueError("gradient heads need symmetric initial matrices D_h(0)")
+    A, f, dM = _simulate(process, D0, T, dt, np.random.default_rng(noise_ss), scheme)
+    if heads == "gradient":
+        V = sign * A
+    else:
+        if value_init is None:
+            V0 = D0.copy()
+        elif isinstance(value_init, np.ndarray):
+            V0 = np.broadcast_to(np.asarray(value_init, float), (H, d, d)).copy()
+        else:
+            V0 = initial_matrices(value_init, H, d, np.random.default_rng(vinit_ss), beta=beta)
+        V, _, _ = _simulate(process, V0, T, dt, np.random.default_rng(vnoise_ss), scheme)
+    meta = {"process": process.name, "scheme": scheme, "seed": seed, "init": init if isinstance(init, str) else "array"}
+    if not isinstance(process, DriftProcess):
+        meta["params"] = {k: (np.asarray(v).tolist() if isinstance(v, np.ndarray) else v) for k, v in asdict(process).items()}
+    return WeightPath(
+        dt=float(dt),
+        A=A,
+        V=V,
+        drift=f,
+        dM=dM,
+        sigma=float(getattr(process, "sigma", 0.0)),
+        heads=heads,
+        sign=float(sign),
+        meta=meta,
+    )
+
+
+def weight_path_from_arrays(D, dt: float, *, sign: float = -1.0, V=None) -> WeightPath:
+    """A path from given matrices on a grid (e.g. read from a file): D (K+1, H, d, d).
+
+    The drift is the piecewise-constant slope (D_{k+1} - D_k)/dt (its value at the last
+    grid point repeats the last slope) and there is no noise. With ``V`` given the heads
+    are general (A = D); otherwise gradient heads with V = s D.
+    """
+    D = np.array(D, dtype=float)  # a copy: the path makes its arrays read-only
+    if D.ndim != 4 or D.shape[2] != D.shape[3] or D.shape[0] < 2:
+        raise ValueError(f"matrices must have shape (K+1, H, d, d) with K >= 1, got {D.shape}")
+    if not np.all(np.isfinite(D)):
+        raise ValueError("weight matrices contain NaN or infinite values")
+    slope = np.diff(D, axis=0) / dt
+    drift = np.concatenate([slope, slope[-1:]], axis=0)
+    heads = "gradient" if V is None else "general"
+    if V is None:
+        if not np.allclose(D, np.swapaxes(D, 2, 3), atol=1e-12):
+            raise ValueError("gradient heads need symmetric matrices; pass V for general heads")
+        V = sign * D
+    return WeightPath(dt=float(dt), A=D, V=np.array(V, dtype=float), drift=drift, dM=np.zeros_like(slope), sigma=0.0, heads=heads, sign=float(sign), meta={"process": "file"})

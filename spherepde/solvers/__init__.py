@@ -1,0 +1,3 @@
+"""Solvers of the Transformer PDE: tokens (:mod:`.particles`), finite volumes on the sphere
+(:mod:`.fv`, :mod:`.mesh`), their time integrators (:mod:`.integrators`), the coupled
+mesh + particles solver (:mod:`.coupled`) and distances between the two (:mod:`.distances`)."""

@@ -1,0 +1,266 @@
+"""The particle (token) reference solver (docs/model.md §1, §3 and §7).
+
+n tokens x_i on S^{d-1} with weights w_i (1/n by default) move with the attention
+velocity of the empirical measure mu = sum_i w_i delta_{x_i}:
+
+    dx_i/dt = v[mu, Theta_t](x_i) = (1/H) sum_h P_{x_i} V_h Y_h(x_i) / Z_h(x_i),
+    Z_h(x) = sum_j w_j exp(x^T A_h x_j),   Y_h(x) = sum_j w_j exp(x^T A_h x_j) x_j,
+
+driven by a :class:`~spherepde.model.weights.WeightPath`. Integrators:
+
+* ``euler`` -- explicit Euler followed by renormalisation x <- x / |x| (the paper's
+  scheme, arXiv:2605.18870 Section 6, step for step);
+* ``heun`` -- Heun's method (explicit trapezoid, second order) with retraction to the
+  sphere after the predictor and the corrector.
+
+The solver step Delta t must be a whole multiple of the weight path's grid step. The
+attention sums are the Numba kernel :func:`spherepde.attention.attention_moments`
+(a per-token gather).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+
+import numpy as np
+
+from spherepde.model.energy import (
+    EnergyBalance,
+    cluster_count,
+    martingale_increment,
+    mean_resultant_length,
+    state_rates,
+)
+from spherepde.model.velocity import head_fields, velocity_from_fields
+from spherepde.model.weights import WeightPath
+
+__all__ = ["ParticleSolver", "initial_tokens", "PARTICLE_INTEGRATORS", "sample_vmf"]
+
+log = logging.getLogger(__name__)
+
+#: Particle integrators: name -> (order, quadrature weights b of the stages, stage times c).
+PARTICLE_INTEGRATORS = {"euler": (1, (1.0,), (0.0,)), "heun": (2, (0.5, 0.5), (0.0, 1.0))}
+
+
+def _normalise(X: np.ndarray) -> np.ndarray:
+    return X / np.linalg.norm(X, axis=-1, keepdims=True)
+
+
+def sample_vmf(rng: np.random.Generator, mu: np.ndarray, kappa: float, n: int) -> np.ndarray:
+    """n samples of the von Mises--Fisher law on S^{d-1} with mean direction mu and concentration kappa.
+
+    Uses Wood's (1994) rejection sampler for the component along mu.
+    """
+    mu = np.asarray(mu, float)
+    mu = mu / np.linalg.norm(mu)
+    d = mu.size
+    if kappa <= 0:
+        return _normalise(rng.standard_normal((n, d)))
+    b = (-2 * kappa + math.sqrt(4 * kappa**2 + (d - 1) ** 2)) / (d - 1)
+    x0 = (1 - b) / (1 + b)
+    c = kappa * x0 + (d - 1) * math.log(1 - x0**2)
+    out = np.empty(n)
+    filled = 0
+    while filled < n:
+        m = 2 * (n - filled) + 8
+        z = rng.beta((d - 1) / 2, (d - 1) / 2, size=m)
+        u = rng.random(m)
+        wv = (1 - (1 + b) * z) / (1 - (1 - b) * z)
+        ok = kappa * wv + (d - 1) * np.log(1 - x0 * wv) - c >= np.log(u)
+        acc = wv[ok][: n - filled]
+        out[filled : filled + acc.size] = acc
+        filled += acc.size
+    v = rng.standard_normal((n, d))
+    v -= (v @ mu)[:, None] * mu
+    v = _normalise(v)
+    return out[:, None] * mu + np.sqrt(np.clip(1 - out**2, 0, None))[:, None] * v
+
+
+def initial_tokens(
+    kind: str,
+    n: int,
+    d: int = 3,
+    *,
+    seed: int | None = 0,
+    sigma: float = 0.05,
+    means=None,
+    kappas=None,
+    weights=None,
+    file=None,
+) -> np.ndarray:
+    """Initial tokens, shape (n, d), on S^{d-1}; deterministic for a given seed.
+
+    kind
+        ``octahedral``: the paper's start (Section 6): each token picks one of the 2d
+        vertices +-e_i uniformly, adds N(0, sigma^2) per coordinate and is normalised.
+        ``uniform``: the uniform law on the sphere. ``vmf``: a mixture of von
+        Mises--Fisher clusters (``means`` (k, d), ``kappas`` (k,), mixture ``weights``).
+        ``file``: an (n, d) array from an .npy file (rows are normalised; n is taken
+        from the file).
+    """
+    if d < 2:
+        raise ValueError(f"tokens need d >= 2, got d = {d}")
+    rng = np.random.default_rng(seed)
+    if kind == "file":
+        from spherepde.model.weights import _read_array
+
+        X = _read_array(file, key="X")
+        if X.ndim != 2 or X.shape[1] != d:
+            raise ValueError(f"tokens in {file}: shape {X.shape}, expected (n, {d})")
+        if not np.all(np.isfinite(X)):
+            raise ValueError(f"tokens in {file} contain NaN or infinite values")
+        norms = np.linalg.norm(X, axis=1)
+        if np.any(norms < 1e-12):
+            raise ValueError(f"tokens in {file}: some rows are zero and cannot be put on the sphere")
+        return X / norms[:, None]
+    if n < 1:
+        raise ValueError(f"need at least one token, got n = {n}")
+    if kind == "octahedral":
+        idx = rng.integers(0, 2 * d, size=n)
+        X = np.zeros((n, d))
+        X[np.arange(n), idx % d] = np.where(idx < d, 1.0, -1.0)
+        X += sigma * rng.standard_normal((n, d))
+        return _normalise(X)
+    if kind == "uniform":
+        return _normalise(rng.standard_normal((n, d)))
+    if kind == "vmf":
+        means = np.atleast_2d(np.asarray(means if means is not None else np.eye(d)[:1], float))
+        k = means.shape[0]
+        kappas = np.broadcast_to(np.asarray(kappas if kappas is not None else 20.0, float), (k,))
+        p = np.ones(k) / k if weights is None else np.asarray(weights, float)
+        if means.shape[1] != d or p.shape != (k,) or np.any(p < 0) or not p.sum() > 0:
+            raise ValueError("vmf tokens: means must be (k, d), weights (k,) non-negative")
+        comp = rng.choice(k, size=n, p=p / p.sum())
+        X = np.empty((n, d))
+        for j in range(k):
+            sel = comp == j
+            X[sel] = sample_vmf(rng, means[j], float(kappas[j]), int(sel.sum()))
+        return X
+    raise ValueError(f"unknown token initialisation {kind!r}; use 'octahedral', 'uniform', 'vmf' or 'file'")
+
+
+class ParticleSolver:
+    """Token dynamics driven by a weight path (see module docstring).
+
+    Parameters
+    ----------
+    X0 : (n, d) initial tokens (normalised on input).
+    path : the weight path Theta_t; its grid step must divide ``dt``.
+    dt : solver step (default: the path's grid step).
+    integrator : ``euler`` (paper) or ``heun``.
+    weights : (n,) token weights summing to 1 (default 1/n).
+    cluster_radius : chordal linkage radius of the recorded cluster count.
+    """
+
+    def __init__(self, X0, path: WeightPath, *, dt: float | None = None, integrator: str = "euler", weights=None, cluster_radius: float = 0.1):
+        X0 = np.asarray(X0, dtype=float)
+        if X0.ndim != 2 or X0.shape[1] != path.d:
+            raise ValueError(f"tokens have shape {X0.shape}, but the weight path has d = {path.d}; expected (n, {path.d})")
+        if not np.all(np.isfinite(X0)):
+            raise ValueError("initial tokens contain NaN or infinite values")
+        if integrator not in PARTICLE_INTEGRATORS:
+            raise ValueError(f"unknown particle integrator {integrator!r}; choose one of {sorted(PARTICLE_INTEGRATORS)}")
+        self.path = path
+        self.dt = float(path.dt if dt is None else dt)
+        m = self.dt / path.dt
+        self.substeps = int(round(m))
+        if self.substeps < 1 or abs(m - self.substeps) > 1e-9:
+            raise ValueError(f"particle dt = {self.dt} must be a whole multiple of the weight path step {path.dt}")
+        n = X0.shape[0]
+        self.w = np.full(n, 1.0 / n) if weights is None else np.asarray(weights, float)
+        if self.w.shape != (n,) or np.any(self.w < 0) or not np.isclose(self.w.sum(), 1.0):
+            raise ValueError("token weights must be (n,) non-negative and sum to 1")
+        self.integrator = integrator
+        self.cluster_radius = cluster_radius
+        self.X = _normalise(X0)
+        self.step_count = 0
+        self.balance = EnergyBalance(sign=path.sign)
+        self._cache = None
+        if path.is_gradient:
+            self.balance.E0 = self._evaluate(self.X, 0.0)["rates"]["energy"]
+
+    # ------------------------------------------------------------------ evaluation
+    @property
+    def t(self) -> float:
+        return self.step_count * self.dt
+
+    def _evaluate(self, X, t):
+        """Velocity and (gradient heads) energy rates of the tokens X at time t."""
+        A, V = self.path.matrices(t)
+        grad = self.path.is_gradient
+        fields = head_fields(X, self.w, A, want_q=grad and self.path.sigma > 0)
+        v = velocity_from_fields(X, fields, V)
+        rates = state_rates(X, self.w, fields, A, self.path.drift_at(t), self.path.sigma, v) if grad else None
+        return {"fields": fields, "v": v, "rates": rates}
+
+    def _current(self):
+        key = self.step_count
+        if self._cache is None or self._cache[0] != key:
+            self._cache = (key, self._evaluate(self.X, self.t))
+        return self._cache[1]
+
+    # ---------------------------------------------------------------------- stepping
+    def step(self) -> None:
+        """Advance one step of size dt."""
+        t, dt, X = self.t, self.dt, self.X
+        if t + dt > self.path.T * (1 + 1e-12) + 1e-12:
+            raise ValueError(f"cannot step past the end of the weight path (T = {self.path.T})")
+        ev = self._current()
+        grad = self.path.is_gradient
+        if grad and self.path.sigma > 0:
+            k = self.path.grid_index(t)
+            dM = self.path.dM[k : k + self.substeps].sum(axis=0)
+            self.balance.add_martingale(martingale_increment(X, self.w, ev["fields"], dM))
+        if self.integrator == "euler":
+            Xn = _normalise(X + dt * ev["v"])
+            stage_rates = [ev["rates"]]
+        else:  # heun
+            Xp = _normalise(X + dt * ev["v"])
+            ev2 = self._evaluate(Xp, t + dt)
+            Xn = _normalise(X + 0.5 * dt * (ev["v"] + ev2["v"]))
+            stage_rates = [ev["rates"], ev2["rates"]]
+        if not np.all(np.isfinite(Xn)):
+            raise FloatingPointError(f"tokens became non-finite at t = {t + dt:.6g} (step {self.step_count + 1}); reduce dt")
+        if grad:
+            self.balance.add_stages(dt, PARTICLE_INTEGRATORS[self.integrator][1], stage_rates)
+        self.X = Xn
+        self.step_count += 1
+
+    def advance(self, t_stop: float) -> None:
+        """Step until t = t_stop (which must lie on the solver's time grid)."""
+        n = (t_stop - self.t) / self.dt
+        k = int(round(n))
+        if abs(n - k) > 1e-6 or k < 0:
+            raise ValueError(f"t_stop = {t_stop} is not on the particle time grid (t = {self.t}, dt = {self.dt})")
+        for _ in range(k):
+            self.step()
+
+    # -------------------------------------------------------------------- recording
+    def record(self) -> dict:
+        """The diagnostics row at the current state (docs/model.md §3)."""
+        row = {"t": self.t, "step": self.step_count}
+        ev = self._current()
+        row.update(self.balance.columns(ev["rates"] if self.path.is_gradient else None))
+        row["mean_resultant"] = mean_resultant_length(self.X, self.w)
+        row["speed_rms"] = float(np.sqrt(np.sum(self.w * np.sum(ev["v"] ** 2, axis=1))))
+        row["n_clusters"] = cluster_count(self.X, self.cluster_radius)
+        return row
+
+    def snapshot(self) -> dict:
+        return {"X": self.X.copy()}
+
+    # ------------------------------------------------------------------ checkpoints
+    def get_state(self) -> dict:
+        st = {"X": self.X.copy(), "step_count": self.step_count}
+        st.update({"balance_" + k: (np.nan if v is None else v) for k, v in self.balance.state().items()})
+        return st
+
+    def set_state(self, st: dict) -> None:
+        X = np.asarray(st["X"], float)
+        if X.shape != self.X.shape:
+            raise ValueError(f"checkpoint tokens have shape {X.shape}, expected {self.X.shape}")
+        self.X = X.copy()
+        self.step_count = int(st["step_count"])
+        self.balance.restore({k: float(st["balance_" + k]) for k in self.balance.state()})
+        self._cache = None

@@ -1,0 +1,391 @@
+"""Performance figures, each a ratio measured side by side (the library behind ``spherepde bench``).
+
+(a) the direct attention kernel (:func:`spherepde.attention.attention_moments`,
+    ``summation="direct"``) against a plain NumPy implementation of the same sums
+    (``np.exp`` on blocks of targets x sources, then matrix products);
+(b) fast (spherical-harmonic, :mod:`spherepde.attention.harmonic`) against direct summation, with
+    the measured max relative error of Z_h and the error of the softmax average
+    v = Mom/Z (its norm is at most 1), for random A with ||A||_2 <= 6;
+(c) the cost of one mesh-solver step (fast summation) against the number of cells,
+    with the fitted exponent of t ~ N^p;
+(d) one step of the particle solver on the paper's experiment (n = 200, H = 100,
+    Euler, OU weights) against a plain batched NumPy implementation of the same update.
+
+Times are minima over repeats in which both contenders run alternately (so a loaded
+machine slows both alike); only the ratios are meant to be compared across machines.
+NumPy baselines are timed with OpenBLAS at its default thread count and at one thread
+(set through ctypes where possible), and the faster of the two is used.
+The report carries the core count, the Numba threading layer and the load average.
+``--quick`` uses fewer sizes and heads (~10 s; the full run ~1 min on 2 cores). The same code runs as
+``python benchmarks/bench.py``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import platform
+import time
+
+import numpy as np
+
+#: Targets of issue 8 (ratios; exponent upper bound; error bound).
+TARGETS = {"a_direct_vs_numpy": 8.0, "b_fast_vs_direct_at_40962": 50.0, "b_max_error": 1e-8, "c_exponent": 1.2, "d_particles_vs_numpy": 5.0}
+
+
+# ----------------------------------------------------------------------- helpers
+def _side_by_side(f1, f2, repeat: int):
+    """(t1, t2): minimum wall times of f1 and f2 over ``repeat`` alternating runs."""
+    t1 = t2 = math.inf
+    for _ in range(repeat):
+        s = time.perf_counter()
+        f1()
+        t1 = min(t1, time.perf_counter() - s)
+        s = time.perf_counter()
+        f2()
+        t2 = min(t2, time.perf_counter() - s)
+    return t1, t2
+
+
+class _BlasThreads:
+    """Context manager setting NumPy's OpenBLAS thread count (best effort, via ctypes;
+    a no-op where the library or its setter is not found)."""
+
+    _lib = None
+    _found = None
+
+    @classmethod
+    def _load(cls):
+        if cls._found is None:
+            cls._found = False
+            try:
+                import ctypes
+
+                np.ones((4, 4)) @ np.ones((4, 4))
+                with open("/proc/self/maps") as fh:
+                    paths = {line.split()[-1] for line in fh if "openblas" in line.lower()}
+                for path in paths:
+                    lib = ctypes.CDLL(path)
+                    for pre in ("scipy_openblas", "openblas"):
+                        for suf in ("64_", ""):
+                            get, set_ = getattr(lib, f"{pre}_get_num_threads{suf}", None), getattr(lib, f"{pre}_set_num_threads{suf}", None)
+                            if get is not None and set_ is not None:
+                                cls._lib, cls._found = (get, set_), True
+                                return cls._found
+            except Exception:  # noqa: BLE001 - best effort
+                cls._found = False
+        return cls._found
+
+    def __init__(self, n: int | None):
+        self.n = n
+
+    def __enter__(self):
+        self.old = None
+        if self.n is not None and self._load():
+            get, set_ = self._lib
+            self.old = int(get())
+            set_(int(self.n))
+        return self
+
+    def __exit__(self, *exc):
+        if self.old is not None:
+            self._lib[1](self.old)
+        return False
+
+
+def _points(level: int) -> np.ndarray:
+    """The vertices of the icosphere of subdivision ``level`` (10 level^2 + 2 points)."""
+    from spherepde.geometry.meshio import icosphere
+
+    return np.ascontiguousarray(np.asarray(icosphere(level).points, dtype=float))
+
+
+def _random_A(rng, H: int, max_norm: float = 6.0) -> np.ndarray:
+    """H random (non-symmetric) 3x3 matrices; ||A_0||_2 = max_norm, the others uniform in [1, max_norm]."""
+    A = rng.standard_normal((H, 3, 3))
+    norms = np.concatenate([[max_norm], rng.uniform(1.0, max_norm, H - 1)])
+    return A * (norms / np.linalg.norm(A, ord=2, axis=(1, 2)))[:, None, None]
+
+
+def numpy_attention_moments(X, Y, w, A, block_elems: int = 1 << 17):
+    """Plain NumPy Z_h and Mom_h: per head and block of targets, E = exp(x^T A_h y - c_h)
+    (``np.exp`` on a targets x sources block) and the sums as matrix products
+    Z = E w, Mom = E (w y); c_h = ||A_h||_2 keeps every exponent <= 0."""
+    m, n, H = X.shape[0], Y.shape[0], A.shape[0]
+    Z = np.empty((m, H))
+    M = np.empty((m, H, 3))
+    wY = w[:, None] * Y
+    YT = np.ascontiguousarray(Y.T)
+    bs = max(16, block_elems // max(n, 1))
+    for h in range(H):
+        c = float(np.linalg.norm(A[h], 2))
+        B = X @ A[h]
+        for s in range(0, m, bs):
+            E = B[s : s + bs] @ YT
+            E -= c
+            np.exp(E, out=E)
+            Z[s : s + bs, h] = E @ w
+            M[s : s + bs, h] = E @ wY
+        Z[:, h] *= math.exp(c)
+        M[:, h] *= math.exp(c)
+    return Z, M
+
+
+def _machine() -> dict:
+    import numba
+
+    from spherepde.attention import attention_moments
+
+    x = np.random.default_rng(0).standard_normal((2000, 3))
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    attention_moments(x, x, np.ones(2000), np.eye(3)[None], summation="direct")  # a parallel call
+    try:
+        layer = numba.threading_layer()
+    except ValueError:
+        layer = "none"
+    return {
+        "cpu_count": os.cpu_count(),
+        "numba_threads": numba.get_num_threads(),
+        "numba_threading_layer": layer,
+        "numba": numba.__version__,
+        "numpy": np.__version__,
+        "python": platform.python_version(),
+        "processor": platform.processor() or platform.machine(),
+        "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
+    }
+
+
+# ----------------------------------------------------------------------- figures
+def bench_direct_vs_numpy(quick: bool) -> list[dict]:
+    """(a) direct kernel vs NumPy blocks, per N (subset of targets for the largest N)."""
+
+    cases = [(16, 2, None), (32, 1, 2048)] if quick else [(16, 4, None), (32, 2, None), (64, 1, 4096)]
+    rng = np.random.default_rng(1)
+    out = []
+    for level, H, n_targets in cases:
+        Y = _points(level)
+        n = len(Y)
+        w = rng.random(n)
+        w /= w.sum()
+        A = _random_A(rng, H)
+        X = Y if n_targets is None else np.ascontiguousarray(Y[rng.choice(n, n_targets, replace=False)])
+        out.append(_direct_vs_numpy_case(X, Y, w, A, 2 if n > 20000 else 3))
+    return out
+
+
+def _direct_vs_numpy_case(X, Y, w, A, rep: int) -> dict:
+    from spherepde.attention import attention_moments
+
+    res = {}
+
+    def direct():
+        res["d"] = attention_moments(X, Y, w, A, summation="direct")
+
+    def numpy_():
+        res["n"] = numpy_attention_moments(X, Y, w, A)
+
+    def numpy_1():
+        with _BlasThreads(1):
+            res["n1"] = numpy_attention_moments(X, Y, w, A)
+
+    td, tn = _side_by_side(direct, numpy_, rep)
+    td2, tn1 = _side_by_side(direct, numpy_1, rep)
+    td = min(td, td2)
+    best = min(tn, tn1)  # NumPy at its best BLAS thread count
+    Zd, Zn = res["d"][0], res["n"][0]
+    n, H = Y.shape[0], A.shape[0]
+    pairs = len(X) * n * H
+    return {
+        "N": n, "H": H, "targets": len(X), "t_direct_s": td, "t_numpy_s": best, "speedup": best / td,
+        "t_numpy_default_blas_s": tn, "t_numpy_1_blas_thread_s": tn1 if _BlasThreads._found else None,
+        "ns_per_pair_direct": td / pairs * 1e9, "ns_per_pair_numpy": best / pairs * 1e9,
+        "max_rel_diff_Z": float(np.max(np.abs(Zn / Zd - 1))),
+    }
+
+
+def _fast_case(Y, w, A, repeat: int, tol: float) -> dict:
+    from spherepde.attention import attention_moments
+    from spherepde.attention import harmonic as fastsum
+
+    res = {}
+
+    def direct():
+        res["d"] = attention_moments(Y, Y, w, A, summation="direct")
+
+    def fast():
+        res["f"] = attention_moments(Y, Y, w, A, summation="fast", tol=tol)
+
+    td, tf = _side_by_side(direct, fast, repeat)
+    (Zd, Md, _), (Zf, Mf, _) = res["d"], res["f"]
+    vd = Md / Zd[..., None]
+    vf = Mf / Zf[..., None]
+    dv = np.linalg.norm(vf - vd, axis=-1)
+    *_, info = fastsum.moments(Y, Y, w, A, tol=tol)
+    return {
+        "N": len(Y), "H": A.shape[0], "tol": tol, "t_direct_s": td, "t_fast_s": tf, "speedup": td / tf,
+        "max_rel_err_Z": float(np.max(np.abs(Zf / Zd - 1))),
+        "max_err_v": float(np.max(dv)),
+        "max_err_v_rel_to_max_v": float(np.max(dv) / np.max(np.linalg.norm(vd, axis=-1))),
+        "degrees": info.degrees, "kappa_max": float(np.max(np.linalg.norm(A, ord=2, axis=(1, 2)))),
+        "rechecked_pairs": info.n_rechecked,
+    }
+
+
+def bench_fast_vs_direct(quick: bool, tol: float = 1e-10) -> list[dict]:
+    """(b) fast vs direct at the same N, random weights (and one clustered density)."""
+    cases = [(16, 2), (32, 1)] if quick else [(16, 4), (32, 2), (64, 1)]
+    rng = np.random.default_rng(2)
+    out = []
+    for level, H in cases:
+        Y = _points(level)
+        w = rng.random(len(Y))
+        r = _fast_case(Y, w / w.sum(), _random_A(rng, H), 2 if len(Y) > 20000 else 3, tol)
+        r["density"] = "random"
+        out.append(r)
+    # a clustered density: two von Mises--Fisher bumps on a 5% floor
+    Y = _points(16 if quick else 32)
+    mu = np.array([[0.0, 0.0, 1.0], [0.8, 0.6, 0.0]])
+    w = np.exp(20.0 * (Y @ mu[0] - 1)) + np.exp(40.0 * (Y @ mu[1] - 1)) + 0.05
+    r = _fast_case(Y, w / w.sum(), _random_A(rng, 2), 3, tol)
+    r["density"] = "clustered"
+    out.append(r)
+    return out
+
+
+def bench_mesh_scaling(quick: bool) -> dict:
+    """(c) one mesh-solver step (fast sums, potential velocity, order 1, SSPRK3, OU weights
+    with H = 4) vs the number of cells; exponent p of a least-squares fit t ~ N^p."""
+    from spherepde.geometry import densities as dens
+    from spherepde.geometry.meshio import icosphere
+    from spherepde.model.weights import OUProcess, generate_weight_path
+    from spherepde.solvers.mesh import MeshSolver
+
+    levels = (16, 24, 32) if quick else (16, 24, 32, 48, 64)
+    path = generate_weight_path(OUProcess(), H=4, d=3, T=1.0, dt=0.01, seed=0)
+    rows = []
+    for level in levels:
+        mesh = icosphere(level)
+        f = lambda X: dens.vmf_density(X, [0.0, 0.0, 1.0], 4.0) + 0.5 / (4 * np.pi)
+        rho0 = dens.normalise(mesh, dens.cell_average(mesh, f))
+        solver = MeshSolver(mesh, rho0, path, summation="fast")
+        solver.step(1.0)  # warm-up (and the cached first evaluation)
+        t = math.inf
+        for _ in range(2):
+            s = time.perf_counter()
+            solver.step(1.0)
+            t = min(t, time.perf_counter() - s)
+        rows.append({"level": level, "cells": mesh.n_cells, "t_step_s": t, "us_per_cell": t / mesh.n_cells * 1e6})
+    N = np.array([r["cells"] for r in rows], float)
+    T = np.array([r["t_step_s"] for r in rows])
+    p = float(np.polyfit(np.log(N), np.log(T), 1)[0])
+    A = path.matrices(0.0)[0]
+    return {"steps": rows, "exponent": p, "H": 4, "integrator": "ssprk3", "kappa_max": float(np.linalg.norm(A, ord=2, axis=(1, 2)).max())}
+
+
+def bench_particles(quick: bool) -> dict:
+    """(d) ParticleSolver.step (n = 200, H = 100, Euler, OU) vs the same update in batched NumPy."""
+    from spherepde.model.energy import martingale_increment, state_rates
+    from spherepde.model.velocity import HeadFields, velocity_from_fields
+    from spherepde.model.weights import OUProcess, generate_weight_path
+    from spherepde.solvers.particles import ParticleSolver, initial_tokens
+
+    n, H, dt = 200, 100, 5e-3
+    steps = 10 if quick else 25
+    path = generate_weight_path(OUProcess(), H=H, d=3, T=(3 * steps + 2) * dt * 2, dt=dt, seed=0)
+    X0 = initial_tokens("octahedral", n, 3, seed=0)
+    solver = ParticleSolver(X0, path, dt=dt)
+    solver.step()
+    w = np.full(n, 1.0 / n)
+    state = {"X": solver.X.copy(), "k": solver.step_count}
+
+    def numpy_step():
+        X, k = state["X"], state["k"]
+        t = k * dt
+        A, V = path.matrices(t)
+        E = np.exp(np.einsum("ik,hkl,jl->hij", X, A, X, optimize=True))  # (H, n, n)
+        Ew = E * w
+        fields = HeadFields(Ew.sum(axis=2).T, np.matmul(Ew, X).transpose(1, 0, 2), np.einsum("hij,ij->ih", Ew, (X @ X.T) ** 2))
+        v = velocity_from_fields(X, fields, V)
+        state_rates(X, w, fields, A, path.drift_at(t), path.sigma, v)
+        martingale_increment(X, w, fields, path.dM[k])
+        Xn = X + dt * v
+        state["X"] = Xn / np.linalg.norm(Xn, axis=1, keepdims=True)
+        state["k"] = k + 1
+
+    def solver_steps():
+        for _ in range(steps):
+            solver.step()
+
+    def numpy_steps():
+        for _ in range(steps):
+            numpy_step()
+
+    def numpy_steps_1():
+        with _BlasThreads(1):
+            numpy_steps()
+
+    ts, tn = _side_by_side(solver_steps, numpy_steps, 3)
+    ts2, tn1 = _side_by_side(solver_steps, numpy_steps_1, 3)
+    ts, tn = min(ts, ts2), min(tn, tn1)
+    # the attention sums alone (kernel vs the NumPy exponentials and contractions)
+    from spherepde.attention import attention_moments
+
+    X = solver.X
+    A = path.matrices(solver.t)[0]
+
+    def k1():
+        attention_moments(X, X, w, A, want_q=True)
+
+    def k2():
+        E = np.exp(np.einsum("ik,hkl,jl->hij", X, A, X, optimize=True)) * w
+        E.sum(axis=2), np.matmul(E, X), np.einsum("hij,ij->ih", E, (X @ X.T) ** 2)
+
+    def k2_1():
+        with _BlasThreads(1):
+            k2()
+
+    tk, tkn = _side_by_side(k1, k2, 5)
+    tk2, tkn1 = _side_by_side(k1, k2_1, 5)
+    tk, tkn = min(tk, tk2), min(tkn, tkn1)
+    return {
+        "n": n, "H": H, "integrator": "euler", "process": "ou",
+        "t_step_solver_s": ts / steps, "t_step_numpy_s": tn / steps, "speedup": tn / ts,
+        "t_sums_kernel_s": tk, "t_sums_numpy_s": tkn, "speedup_sums_only": tkn / tk,
+    }
+
+
+def run_benchmarks(quick: bool = False, progress=None) -> dict:
+    """All four figures and the targets met, as a JSON-serialisable dict."""
+    say = progress or (lambda msg: None)
+    from spherepde.attention import attention_moments
+    from spherepde.attention import harmonic as fastsum
+
+    # compile everything once before timing
+    x = _points(4)
+    attention_moments(x, x, np.ones(len(x)), np.eye(3)[None], want_q=True, summation="fast")
+    attention_moments(x, x, np.ones(len(x)), np.eye(3)[None], want_q=False, summation="fast")
+    report = {"machine": _machine(), "quick": bool(quick)}
+    t0 = time.perf_counter()
+    say("(a) direct kernel vs NumPy ...")
+    report["a_direct_vs_numpy"] = bench_direct_vs_numpy(quick)
+    say("(b) fast vs direct summation ...")
+    report["b_fast_vs_direct"] = bench_fast_vs_direct(quick)
+    say("(c) mesh-solver step vs cells ...")
+    report["c_mesh_step_scaling"] = bench_mesh_scaling(quick)
+    say("(d) particle solver vs NumPy ...")
+    report["d_particles"] = bench_particles(quick)
+    report["wall_time_s"] = time.perf_counter() - t0
+    a = report["a_direct_vs_numpy"]
+    b = [r for r in report["b_fast_vs_direct"] if r["density"] == "random"]
+    b_big = [r for r in b if r["N"] == 40962]
+    met = {
+        "a_direct_vs_numpy_ge_8x": all(r["speedup"] >= TARGETS["a_direct_vs_numpy"] for r in a),
+        "b_fast_vs_direct_ge_50x_at_40962": (b_big[0]["speedup"] >= TARGETS["b_fast_vs_direct_at_40962"]) if b_big else None,
+        "b_errors_le_1e-8": all(r["max_rel_err_Z"] <= TARGETS["b_max_error"] and r["max_err_v"] <= TARGETS["b_max_error"] for r in report["b_fast_vs_direct"]),
+        "c_exponent_le_1.2": report["c_mesh_step_scaling"]["exponent"] <= TARGETS["c_exponent"],
+        "d_particles_ge_5x": report["d_particles"]["speedup"] >= TARGETS["d_particles_vs_numpy"],
+    }
+    report["targets"] = TARGETS
+    report["targets_met"] = met
+    report["fast_l_max"] = fastsum.L_MAX
+    return report

@@ -1,0 +1,270 @@
+"""Running the validation studies and writing their report (the library behind ``spherepde validate``).
+
+    spherepde validate [--smoke | --quick | --full] [--out DIR] [--only NAME ...] [--force]
+
+Runs the validation studies of the ``validation`` package (one module per name in
+``spherepde.validation.STUDIES``; see ``spherepde/validation/__init__.py`` for the protocol): for each study
+``results = module.run(size)`` and ``figures = module.plot(results, OUT/"figures")``,
+then writes ``OUT/report.md`` (title, date, versions, machine; per study its title,
+summary, checks, key-number tables, figures and wall time) and ``OUT/report.json``
+(every number). A study module that is not present is reported as missing; a study
+that raises is reported with its error and the others still run.
+
+Exit status: 0 the studies ran (failed checks are listed in the report and in a one-line
+summary on stderr), 1 a study raised an error, 2 bad options or an existing non-empty
+output folder without ``--force`` (nothing is written).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import importlib
+import importlib.util
+import logging
+import math
+import os
+import platform
+import sys
+import time
+import traceback
+from pathlib import Path
+
+__all__ = ["SIZES", "DEFAULT_OUT", "OutputExistsError", "render_markdown", "run_validation", "studies"]
+
+log = logging.getLogger(__name__)
+
+SIZES = ("smoke", "quick", "full")
+DEFAULT_OUT = "validation-report"
+
+
+class OutputExistsError(FileExistsError):
+    """The output folder exists and is not empty (pass ``force=True`` / ``--force``)."""
+
+
+def studies() -> tuple[str, ...]:
+    from spherepde.validation import STUDIES
+
+    return tuple(STUDIES)
+
+
+def _machine() -> dict:
+    info = {
+        "cpu_count": os.cpu_count(),
+        "platform": platform.platform(),
+        "processor": platform.processor() or platform.machine(),
+        "python": platform.python_version(),
+    }
+    try:
+        import numba
+        import numpy
+        import scipy
+
+        info.update(numpy=numpy.__version__, scipy=scipy.__version__, numba=numba.__version__, numba_threads=numba.get_num_threads())
+    except Exception as exc:  # noqa: BLE001  # pragma: no cover - reporting only
+        log.debug("library versions unavailable: %s", exc)
+    try:
+        info["load_average_1min"] = os.getloadavg()[0]
+    except (AttributeError, OSError):  # pragma: no cover - not on every platform
+        pass
+    return info
+
+
+def _progress_printer(enabled: bool):
+    def say(msg: str) -> None:
+        if enabled:
+            print(msg, file=sys.stderr, flush=True)
+
+    return say
+
+
+def run_validation(
+    size: str = "quick", out=DEFAULT_OUT, only=None, *, force: bool = False, progress: bool = True, verbose: bool = False
+) -> dict:
+    """Run the validation studies and write ``out/report.md`` and ``out/report.json``.
+
+    Parameters
+    ----------
+    size : ``"smoke"``, ``"quick"`` or ``"full"`` (each study's ``SIZES`` entry).
+    out : output folder; created if needed. It must be absent or empty unless ``force``.
+    only : iterable of study names (default: every name in ``spherepde.validation.STUDIES``).
+    force : write into an existing non-empty folder (files of the same name are
+        overwritten; nothing else is deleted).
+    progress : print which study is running to stderr.
+    verbose : also pass ``verbose=True`` to every study, which then prints one line per
+        run it finishes (the long ``--full`` studies take up to an hour each).
+
+    Returns
+    -------
+    dict : the report (also written to ``report.json``): ``meta``, ``studies``
+        ({name: {status, title, summary, checks, results, figures, wall_s, error}}),
+        ``failed_checks`` ([(study, check)]), ``missing``, ``errors``.
+
+    Raises
+    ------
+    ValueError : unknown size or study name.
+    OutputExistsError : ``out`` exists and is not empty and ``force`` is False.
+    """
+    from spherepde import __version__
+    from spherepde.validation.common import save_json
+
+    if size not in SIZES:
+        raise ValueError(f"unknown size {size!r}; use one of {', '.join(SIZES)}")
+    known = studies()
+    names = list(known) if not only else list(dict.fromkeys(only))
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise ValueError(f"unknown study {', '.join(map(repr, unknown))}; known studies: {', '.join(known)}")
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise OutputExistsError(f"output path {str(out)!r} exists and is not a folder")
+    if out.is_dir() and any(out.iterdir()) and not force:
+        raise OutputExistsError(f"output folder {str(out)!r} exists and is not empty; choose another --out or pass --force")
+    fig_dir = out / "figures"
+    fig_dir.mkdir(parents=True, exist_ok=True)
+    say = _progress_printer(progress)
+
+    report: dict = {
+        "meta": {
+            "title": "spherepde validation report",
+            "date": _dt.datetime.now().astimezone().isoformat(timespec="seconds"),
+            "spherepde_version": __version__,
+            "size": size,
+            "machine": _machine(),
+            "studies_requested": names,
+        },
+        "studies": {},
+    }
+    t_all = time.perf_counter()
+    for i, name in enumerate(names, 1):
+        entry: dict = {"name": name}
+        report["studies"][name] = entry
+        modname = f"spherepde.validation.{name}"
+        if importlib.util.find_spec(modname) is None:
+            entry.update(status="missing", error=f"module {modname} is not present")
+            say(f"[{i}/{len(names)}] {name}: module {modname} is missing -- skipped")
+            continue
+        say(f"[{i}/{len(names)}] {name}: running ({size}) ...")
+        t0 = time.perf_counter()
+        try:
+            mod = importlib.import_module(modname)
+            entry["title"] = getattr(mod, "TITLE", name)
+            results = mod.run(size, verbose=True) if verbose else mod.run(size)
+        except Exception as exc:  # noqa: BLE001 - a broken study must not stop the others
+            entry.update(status="error", error=f"{type(exc).__name__}: {exc}", traceback=traceback.format_exc(), wall_s=time.perf_counter() - t0)
+            say(f"[{i}/{len(names)}] {name}: ERROR after {entry['wall_s']:.1f} s: {entry['error']}")
+            continue
+        entry["wall_s"] = time.perf_counter() - t0
+        entry.update(status="ok", results=results, summary=results.get("summary", ""), checks=dict(results.get("checks", {})))
+        entry["title"] = results.get("title", entry["title"])
+        try:
+            figs = mod.plot(results, fig_dir) or []
+            entry["figures"] = [os.path.relpath(Path(f), out) for f in figs]
+        except Exception as exc:  # noqa: BLE001 - a broken plot must not lose the numbers
+            entry["figures"] = []
+            entry["plot_error"] = f"{type(exc).__name__}: {exc}"
+            say(f"[{i}/{len(names)}] {name}: plotting failed: {entry['plot_error']}")
+        nfail = sum(not v for v in entry["checks"].values())
+        say(f"[{i}/{len(names)}] {name}: done in {entry['wall_s']:.1f} s, {len(entry['checks']) - nfail}/{len(entry['checks'])} checks pass")
+
+    report["meta"]["wall_s"] = time.perf_counter() - t_all
+    report["failed_checks"] = [[n, k] for n, e in report["studies"].items() for k, v in e.get("checks", {}).items() if not v]
+    report["missing"] = [n for n, e in report["studies"].items() if e["status"] == "missing"]
+    report["errors"] = {n: e["error"] for n, e in report["studies"].items() if e["status"] == "error"}
+    (out / "report.md").write_text(render_markdown(report))
+    save_json(report, out / "report.json")
+    return report
+
+
+# ------------------------------------------------------------------ Markdown
+def _cell(v) -> str:
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, float):
+        return "nan" if not math.isfinite(v) else f"{v:.4g}"
+    if v is None:
+        return "-"
+    return str(v).replace("|", "\\|")
+
+
+def _table(headers, rows) -> str:
+    lines = ["| " + " | ".join(_cell(h) for h in headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(_cell(v) for v in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _key_numbers(results: dict, limit: int = 40) -> list[tuple[str, object]]:
+    """Scalar numbers of a study without its own ``tables``: top-level and one level down."""
+    skip = {"summary", "checks", "tables", "title", "name", "size", "params"}
+    out = []
+    for k, v in results.items():
+        if k in skip:
+            continue
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            out.append((k, v))
+        elif isinstance(v, dict):
+            for k2, v2 in v.items():
+                if isinstance(v2, (int, float)) and not isinstance(v2, bool):
+                    out.append((f"{k}.{k2}", v2))
+    return out[:limit]
+
+
+def render_markdown(report: dict) -> str:
+    """``report.md`` from the report dict of :func:`run_validation`."""
+    m = report["meta"]
+    mach = m["machine"]
+    lines = [
+        f"# {m['title']}",
+        "",
+        f"- date: {m['date']}",
+        f"- spherepde {m['spherepde_version']}, size `{m['size']}`",
+        f"- machine: {mach.get('cpu_count')} cores ({mach.get('processor')}), {mach.get('platform')}, Python {mach.get('python')}"
+        + (f", numpy {mach['numpy']}, scipy {mach['scipy']}, numba {mach['numba']} ({mach['numba_threads']} threads)" if "numba" in mach else "")
+        + (f"; 1-min load average at the start {mach['load_average_1min']:.1f}" if "load_average_1min" in mach else ""),
+        f"- total wall time: {m['wall_s']:.1f} s",
+        "",
+        "## Overview",
+        "",
+    ]
+    rows = []
+    for name, e in report["studies"].items():
+        checks = e.get("checks", {})
+        npass = sum(bool(v) for v in checks.values())
+        status = {"ok": f"{npass}/{len(checks)} checks pass", "missing": "not run: module missing", "error": "**error**"}[e["status"]]
+        rows.append([name, e.get("title", "-"), status, f"{e['wall_s']:.1f} s" if "wall_s" in e else "-"])
+    lines += [_table(["study", "title", "outcome", "wall time"], rows), ""]
+    if report["failed_checks"]:
+        lines += ["**Failed checks:**", ""] + [f"- {n}: {k}" for n, k in report["failed_checks"]] + [""]
+    else:
+        lines += ["All checks of the studies that ran pass.", ""]
+    if report["missing"]:
+        lines += [f"Missing study modules (not run): {', '.join(report['missing'])}.", ""]
+
+    for name, e in report["studies"].items():
+        lines += [f"## {e.get('title', name)}", ""]
+        if e["status"] == "missing":
+            lines += [f"Study `{name}`: not run, {e['error']}.", ""]
+            continue
+        if e["status"] == "error":
+            lines += [f"Study `{name}`: **the study raised an error** after {e['wall_s']:.1f} s: `{e['error']}`", "", "```", e.get("traceback", "").rstrip(), "```", ""]
+            continue
+        lines += [f"Study `{name}`, wall time {e['wall_s']:.1f} s.", "", e.get("summary", ""), "", "### Checks", ""]
+        lines += [_table(["check", "result"], [[k, "pass" if v else "**FAIL**"] for k, v in e["checks"].items()]), ""]
+        res = e["results"]
+        tables = res.get("tables")
+        if tables:
+            lines += ["### Key numbers", ""]
+            for t in tables:
+                lines += [f"**{t.get('title', '')}**", "", _table(t["headers"], t["rows"]), ""]
+        else:
+            kn = _key_numbers(res)
+            if kn:
+                lines += ["### Key numbers", "", _table(["quantity", "value"], kn), ""]
+        if e.get("plot_error"):
+            lines += [f"Plotting failed: `{e['plot_error']}`", ""]
+        if e.get("figures"):
+            lines += ["### Figures", ""]
+            for f in e["figures"]:
+                f = Path(f).as_posix()
+                lines += [f"[{f}]({f})", "", f"![{Path(f).stem}]({f})", ""]
+    lines += ["", "Every number is in `report.json`."]
+    return "\n".join(lines) + "\n"

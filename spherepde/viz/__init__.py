@@ -1,0 +1,3 @@
+"""Pictures: PyVista rendering of densities and tokens on the sphere (:mod:`.render`) and
+Matplotlib figures of diagnostics and density maps (:mod:`.plots`). PyVista and
+Matplotlib are imported only here (and in the CLI), and only when used."""

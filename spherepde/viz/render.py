@@ -1,0 +1,631 @@
+"""Three-dimensional views of runs: densities and tokens on the sphere (PyVista).
+
+Everything renders off-screen by default, so it works on a headless machine: VTK's
+wheels pick an OpenGL window at run time (X, then EGL, then OSMesa). Without a display
+this module asks VTK for the EGL window first (``VTK_DEFAULT_OPENGL_WINDOW``), which
+avoids the "bad X server connection" warning; no X server (``xvfb``) is needed.
+
+Public functions
+----------------
+:func:`plot_density` / :func:`plot_particles`
+    one density (cell data ``rho``, density per unit area) or one token cloud on S²,
+    returned as a :class:`pyvista.Plotter` (call ``.show()`` or ``.screenshot()``).
+:func:`plot_run`
+    the snapshot of a run folder nearest to a time.
+:func:`render_snapshots`, :func:`render_animation`
+    PNG images at chosen times and a GIF/MP4 animation with one colour scale.
+:func:`interactive_viewer`
+    a window with a time slider (needs a display).
+:func:`load_snapshots`, :func:`run_kind`
+    reading run folders (:mod:`spherepde.viz.snapshots`, re-exported here).
+
+Run folders are described in :mod:`spherepde.runs.runner`: snapshots come from
+``snapshots.npz`` (``t`` (S,), ``rho`` (S, n_cells) or ``X`` (S, n, d)) or, while a run
+is incomplete, from ``snapshots/NNNNNN.npz``; mesh runs store the mesh in ``mesh.npz``.
+
+PyVista is imported only when something is drawn (STYLE.md, practice 11). GIFs are
+written with Pillow from the rendered frames (PyVista's ``open_gif`` needs imageio,
+which spherepde does not require); MP4 uses :meth:`pyvista.Plotter.open_movie` and
+needs ``imageio`` and ``imageio-ffmpeg``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import math
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from spherepde.viz.snapshots import (  # re-exported: reading runs is part of this module's API
+    RHO_TITLE,
+    NotARunFolderError,
+    RunSnapshots,
+    _time_format,
+    _tokens3,
+    color_limits,
+    load_snapshots,
+    run_config,
+    run_kind,
+)
+
+__all__ = ["CAMERAS", "NotARunFolderError", "RunSnapshots", "color_limits", "load_snapshots", "run_config", "run_kind", "has_display", "plot_density", "plot_particles", "plot_run", "render_snapshots", "render_animation", "interactive_viewer"]
+
+
+_log = logging.getLogger(__name__)
+
+
+#: Named cameras: (view direction from the centre to the camera, view-up vector).
+CAMERAS = {
+    "iso": ((1.0, 1.0, 1.0), (0.0, 0.0, 1.0)),
+    "xy": ((0.0, 0.0, 1.0), (0.0, 1.0, 0.0)),
+    "xz": ((0.0, -1.0, 0.0), (0.0, 0.0, 1.0)),
+    "yz": ((1.0, 0.0, 0.0), (0.0, 0.0, 1.0)),
+}
+
+
+# ============================================================================ rendering core
+def has_display() -> bool:
+    """Whether a window can be opened (a display on Linux; assumed elsewhere)."""
+    if sys.platform.startswith("linux"):
+        return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
+    return True
+
+
+def _prepare_vtk() -> None:
+    # Headless Linux: try VTK's EGL window first (VTK falls back to others if it fails).
+    if sys.platform.startswith("linux") and not has_display():
+        os.environ.setdefault("VTK_DEFAULT_OPENGL_WINDOW", "vtkEGLRenderWindow")
+
+
+def _off_screen(off_screen: bool | None) -> bool:
+    import pyvista as pv
+
+    if off_screen is None:
+        return bool(pv.OFF_SCREEN) or not has_display()
+    return bool(off_screen)
+
+
+def _font_file() -> str | None:
+    """A TrueType font with Greek letters (VTK's built-in Arial has no rho)."""
+    try:
+        import matplotlib
+
+        f = Path(matplotlib.get_data_path()) / "fonts" / "ttf" / "DejaVuSans.ttf"
+        return str(f) if f.is_file() else None
+    except ImportError:  # pragma: no cover
+        return None
+
+
+def _use_font(prop, font_file: str | None) -> None:
+    if font_file is None:
+        return
+    import vtk
+
+    prop.SetFontFamily(vtk.VTK_FONT_FILE)
+    prop.SetFontFile(font_file)
+
+
+def _camera(camera) -> tuple[np.ndarray, np.ndarray]:
+    """(unit direction to the camera, view-up) for 'iso', 'xy', 'xz', 'yz' or 'x,y,z'."""
+    if isinstance(camera, str) and camera in CAMERAS:
+        d, up = CAMERAS[camera]
+    else:
+        try:
+            d = [float(s) for s in camera.split(",")] if isinstance(camera, str) else [float(s) for s in camera]
+        except (TypeError, ValueError):
+            d = []
+        if len(d) != 3 or not np.all(np.isfinite(d)) or not np.any(d):
+            raise ValueError(f"camera must be one of {', '.join(CAMERAS)} or a direction 'x,y,z', got {camera!r}")
+        up = (0.0, 0.0, 1.0)
+    d = np.asarray(d, float) / np.linalg.norm(d)
+    up = np.asarray(up, float)
+    if abs(d @ up) > 0.99:
+        up = np.array([0.0, 1.0, 0.0])
+    return d, up
+
+
+def _direction_label(d: np.ndarray) -> str:
+    for i, axis in enumerate("xyz"):
+        if abs(abs(d[i]) - 1.0) < 1e-12:
+            return ("+" if d[i] > 0 else "\N{MINUS SIGN}") + axis
+    d = d / np.abs(d).max()
+    return "(" + ", ".join(f"{v:.2g}".replace("-", "\N{MINUS SIGN}") for v in d) + ")"
+
+
+def _sphere_glyph(radius: float):
+    import pyvista as pv
+
+    return pv.Sphere(radius=radius, theta_resolution=10, phi_resolution=8)
+
+
+class _Scene:
+    """One plotter with a density surface and/or token glyphs that :meth:`update` refreshes
+    in place (the colour range, camera and actors stay fixed across frames)."""
+
+    def __init__(
+        self,
+        *,
+        mesh=None,
+        n_tokens: int = 0,
+        clim=None,
+        log: bool = False,
+        cmap: str = "viridis",
+        camera="iso",
+        multiview: bool = False,
+        window_size=None,
+        off_screen: bool | None = True,
+        token_radius: float | None = None,
+        token_color: str = "crimson",
+        sphere_opacity: float = 0.3,
+        show_edges: bool = False,
+        time_text: bool = True,
+        title: str | None = None,
+        zoom: float = 1.0,
+        anti_aliasing: bool = True,
+    ):
+        _prepare_vtk()
+        import pyvista as pv
+
+        from spherepde.geometry.vtk import density_polydata
+
+        if mesh is None and n_tokens == 0:
+            raise ValueError("nothing to draw: give a mesh density or tokens")
+        self.log = bool(log)
+        self.clim = tuple(float(c) for c in clim) if clim is not None else (0.0, 1.0)
+        if self.log and self.clim[0] <= 0:
+            raise ValueError(f"a log colour scale needs positive limits, got {self.clim}")
+        if not self.clim[1] > self.clim[0]:
+            raise ValueError(f"colour limits must satisfy lo < hi, got {self.clim}")
+        if window_size is None:
+            window_size = (1200, 600) if multiview else (800, 800)
+        w, h = (int(v) for v in window_size)
+        if w < 16 or h < 16:
+            raise ValueError(f"image size must be at least 16 x 16 pixels, got {w} x {h}")
+        self.font = _font_file()
+        shape = (1, 2) if multiview else (1, 1)
+        self.plotter = pv.Plotter(off_screen=_off_screen(off_screen), window_size=(w, h), shape=shape, border=False, theme=pv.themes.DocumentTheme())
+        p = self.plotter
+        if not anti_aliasing:  # MSAA triples the software (EGL/llvmpipe) render time
+            p.disable_anti_aliasing(all_renderers=True)
+        self.poly = None
+        if mesh is not None:
+            self.poly = density_polydata(mesh, np.full(mesh.n_cells, self.clim[1]))
+        self.tokens = None
+        if n_tokens:
+            r = token_radius if token_radius is not None else float(np.clip(0.1 * math.sqrt(4 * math.pi / n_tokens), 0.006, 0.04))
+            g = _sphere_glyph(r)
+            self._glyph_pts = np.asarray(g.points, float)
+            m = self._glyph_pts.shape[0]
+            gf = np.asarray(g.faces).reshape(-1, 4)
+            faces = np.repeat(gf[None], n_tokens, axis=0)
+            faces[:, :, 1:] += (np.arange(n_tokens) * m)[:, None, None]
+            pts = np.tile(self._glyph_pts, (n_tokens, 1))
+            self.tokens = pv.PolyData(pts, faces.ravel())
+            self.tokens.point_data["Normals"] = np.tile(np.asarray(g.point_normals), (n_tokens, 1))
+            self.n_tokens = n_tokens
+        d, up = _camera(camera)
+        views = [(d, "")] if not multiview else [(d, "view from " + _direction_label(d)), (-d, "view from " + _direction_label(-d))]
+        self.text = None
+        for j, (vd, vlabel) in enumerate(views):
+            p.subplot(0, j)
+            if self.poly is not None:
+                p.add_mesh(
+                    self.poly,
+                    scalars="rho",
+                    preference="cell",
+                    clim=self.clim,
+                    log_scale=self.log,
+                    cmap=cmap,
+                    show_edges=show_edges,
+                    edge_color="gray",
+                    show_scalar_bar=(j == len(views) - 1),
+                    scalar_bar_args={"title": RHO_TITLE, "vertical": False, "position_x": 0.15, "position_y": 0.03, "width": 0.7, "height": 0.07, "n_labels": 5, "fmt": "%.3g", "title_font_size": 18, "label_font_size": 15},
+                    lighting=True,
+                    ambient=0.25,
+                    diffuse=0.8,
+                    specular=0.1,
+                )
+            else:
+                p.add_mesh(pv.Sphere(radius=0.985, theta_resolution=90, phi_resolution=45), color="lightsteelblue", opacity=sphere_opacity, smooth_shading=True)
+            if self.tokens is not None:
+                p.add_mesh(self.tokens, color=token_color, smooth_shading=True, specular=0.3)
+            p.camera_position = [tuple(4.0 * vd), (0.0, 0.0, 0.0), tuple(up)]
+            p.reset_camera()
+            p.camera.zoom(1.3 * zoom)
+            if self.poly is not None:  # lift the sphere clear of the colour bar
+                p.camera.SetWindowCenter(0.0, -0.1)
+            if vlabel:
+                a = p.add_text(vlabel, position="upper_right", font_size=11)
+                _use_font(a.GetTextProperty(), self.font)
+        p.subplot(0, 0)
+        if time_text:
+            self.text = p.add_text(" ", position=(12, h - 40), font_size=16)
+            _use_font(self.text.prop, self.font)
+        if title:
+            a = p.add_text(title, position=(12, h - 70), font_size=12)
+            _use_font(a.prop, self.font)
+        if self.poly is not None:
+            for bar in p.scalar_bars.values():
+                _use_font(bar.GetTitleTextProperty(), self.font)
+                _use_font(bar.GetLabelTextProperty(), self.font)
+        self.time_format = "t = {:.3f}"
+
+    def update(self, t: float | None = None, rho=None, X=None) -> None:
+        if rho is not None:
+            if self.poly is None:
+                raise ValueError("this scene has no density surface")
+            r = np.asarray(rho, float)
+            if self.log:
+                r = np.maximum(np.nan_to_num(r, nan=self.clim[0]), self.clim[0])
+            self.poly.cell_data["rho"][:] = r
+            self.poly.cell_data["rho"].VTKObject.Modified()
+            self.poly.Modified()
+        if X is not None:
+            if self.tokens is None:
+                raise ValueError("this scene has no tokens")
+            X3 = _tokens3(X)
+            if X3.shape[0] != self.n_tokens:
+                raise ValueError(f"expected {self.n_tokens} tokens, got {X3.shape[0]}")
+            pts = (X3[:, None, :] + self._glyph_pts[None, :, :]).reshape(-1, 3)
+            self.tokens.points[:] = pts
+            self.tokens.points.VTKObject.Modified()
+            self.tokens.Modified()
+        if t is not None and self.text is not None:
+            self.text.input = self.time_format.format(float(t))
+        self.plotter.render()  # a no-op before the first screenshot or show()
+
+    def image(self) -> np.ndarray:
+        """The rendered frame, (height, width, 3) uint8."""
+        return np.asarray(self.plotter.screenshot(return_img=True))
+
+
+def _scene_for(snaps: RunSnapshots, *, particles: bool | None, clim, log: bool, **kw) -> tuple[_Scene, bool]:
+    """A scene for a run's snapshots; returns it and whether tokens are drawn."""
+    draw_tokens = snaps.X is not None and (snaps.kind == "particles" or bool(particles))
+    if snaps.kind == "mesh" and particles and snaps.X is None:
+        raise ValueError(f"{snaps.folder}: this mesh run stored no particle snapshots (X); drop --particles")
+    if snaps.kind == "mesh":
+        if clim is None:
+            clim = color_limits(snaps.rho, log=log)
+        scene = _Scene(mesh=snaps.mesh, n_tokens=snaps.X.shape[1] if draw_tokens else 0, clim=clim, log=log, **kw)
+    else:
+        _tokens3(snaps.X[0])
+        scene = _Scene(n_tokens=snaps.X.shape[1], **kw)
+    scene.time_format = _time_format(snaps.t)
+    return scene, draw_tokens
+
+
+def _show_snapshot(scene: _Scene, snaps: RunSnapshots, k: int, draw_tokens: bool) -> None:
+    scene.update(snaps.t[k], rho=None if snaps.rho is None else snaps.rho[k], X=snaps.X[k] if draw_tokens else None)
+
+
+# ================================================================================ public API
+def plot_density(
+    mesh,
+    rho,
+    *,
+    t: float | None = None,
+    clim=None,
+    log: bool = False,
+    cmap: str = "viridis",
+    camera="iso",
+    multiview: bool = False,
+    window_size=None,
+    particles=None,
+    show_edges: bool = False,
+    off_screen: bool | None = None,
+    title: str | None = None,
+):
+    """Draw a cell density on a spherical mesh.
+
+    Parameters
+    ----------
+    mesh : :class:`~spherepde.geometry.mesh.SphereMesh` with ``n_cells`` cells.
+    rho : (n_cells,) density per unit area (cell averages).
+    t : time shown in the upper-left corner (None: no time).
+    clim : (lo, hi) colour range (default from ``rho``; see :func:`color_limits`).
+    log : logarithmic colour scale (values below ``lo`` are drawn at ``lo``).
+    camera : 'iso', 'xy' (from +z), 'xz' (from -y), 'yz' (from +x) or a direction 'x,y,z'.
+    multiview : two views side by side, from the camera direction and its opposite
+        (both hemispheres).
+    window_size : (width, height) in pixels (default 800 x 800, or 1200 x 600 with ``multiview``).
+    particles : optional (n, 3) tokens drawn as small spheres on top.
+    off_screen : None: off-screen unless a display exists and ``pyvista.OFF_SCREEN`` is False.
+
+    Returns
+    -------
+    pyvista.Plotter
+    """
+    rho = np.asarray(rho, float)
+    if rho.shape != (mesh.n_cells,):
+        raise ValueError(f"density has shape {rho.shape}, expected ({mesh.n_cells},)")
+    clim = color_limits(rho, log=log) if clim is None else clim
+    X = None if particles is None else _tokens3(particles)
+    scene = _Scene(
+        mesh=mesh, n_tokens=0 if X is None else len(X), clim=clim, log=log, cmap=cmap, camera=camera, multiview=multiview,
+        window_size=window_size, off_screen=off_screen, show_edges=show_edges, time_text=t is not None, title=title,
+    )
+    scene.update(t, rho=rho, X=X)
+    return scene.plotter
+
+
+def plot_particles(
+    X,
+    *,
+    t: float | None = None,
+    camera="iso",
+    multiview: bool = False,
+    window_size=None,
+    radius: float | None = None,
+    color: str = "crimson",
+    sphere_opacity: float = 0.3,
+    off_screen: bool | None = None,
+    title: str | None = None,
+):
+    """Draw tokens (n, 3) (or (n, 2), on the equator) as small spheres on a translucent unit sphere.
+
+    ``radius`` defaults to 0.1 sqrt(4 pi / n) clipped to [0.006, 0.04]. Other parameters as
+    in :func:`plot_density`. Returns the :class:`pyvista.Plotter`.
+    """
+    X = _tokens3(X)
+    scene = _Scene(
+        n_tokens=len(X), camera=camera, multiview=multiview, window_size=window_size, off_screen=off_screen,
+        token_radius=radius, token_color=color, sphere_opacity=sphere_opacity, time_text=t is not None, title=title,
+    )
+    scene.update(t, X=X)
+    return scene.plotter
+
+
+def plot_run(run_dir, t: float | None = None, *, clim=None, log: bool = False, particles: bool | None = None, **kw):
+    """The snapshot of a run folder nearest to time ``t`` (None: the last one).
+
+    Mesh runs are drawn with one colour range over all snapshots (unless ``clim``);
+    ``particles=True`` overlays the tokens of a mesh run that stored them. Other keywords
+    as in :func:`plot_density`. Returns the :class:`pyvista.Plotter`.
+    """
+    snaps = load_snapshots(run_dir)
+    k = len(snaps) - 1 if t is None else snaps.nearest(t)
+    scene, draw_tokens = _scene_for(snaps, particles=particles, clim=clim, log=log, **kw)
+    _show_snapshot(scene, snaps, k, draw_tokens)
+    return scene.plotter
+
+
+def _default_times(snaps: RunSnapshots) -> list[float]:
+    idx = sorted({0, (len(snaps) - 1) // 2, len(snaps) - 1})
+    return [float(snaps.t[i]) for i in idx]
+
+
+def render_snapshots(
+    run_dir,
+    times=None,
+    out_dir=None,
+    *,
+    clim=None,
+    log: bool = False,
+    particles: bool | None = None,
+    camera="iso",
+    multiview: bool = False,
+    window_size=None,
+    cmap: str = "viridis",
+) -> list[Path]:
+    """PNG images of a run at the snapshots nearest to ``times``.
+
+    Parameters
+    ----------
+    run_dir : a run folder.
+    times : requested times (None: first, middle and last snapshot); each maps to the
+        nearest snapshot, and a snapshot is drawn once.
+    out_dir : output folder (default ``run_dir/figures``), created if needed.
+    clim, log : one colour range for every image (default: over all snapshots).
+
+    Returns
+    -------
+    list of Path, ``density_NNNNNN.png`` (mesh) or ``tokens_NNNNNN.png`` (particles),
+    NNNNNN the snapshot index.
+    """
+    snaps = load_snapshots(run_dir)
+    out = Path(out_dir) if out_dir is not None else snaps.folder / "figures"
+    out.mkdir(parents=True, exist_ok=True)
+    times = _default_times(snaps) if times is None or len(times) == 0 else [float(t) for t in times]
+    idx = list(dict.fromkeys(snaps.nearest(t) for t in times))
+    scene, draw_tokens = _scene_for(snaps, particles=particles, clim=clim, log=log, camera=camera, multiview=multiview, window_size=window_size, cmap=cmap)
+    prefix = "density" if snaps.kind == "mesh" else "tokens"
+    paths = []
+    try:
+        for k in idx:
+            _show_snapshot(scene, snaps, k, draw_tokens)
+            path = out / f"{prefix}_{k:06d}.png"
+            scene.plotter.screenshot(str(path))
+            _log.info("t = %.6g -> %s", snaps.t[k], path)
+            paths.append(path)
+    finally:
+        scene.plotter.close()
+    return paths
+
+
+def _frames(snaps: RunSnapshots, frames: int | None, draw_tokens: bool):
+    """Frame times and a function giving (rho, X) at frame i: all snapshots (None),
+    ``frames`` subsampled snapshots (frames <= S), or linear interpolation in time
+    between neighbouring snapshots (frames > S; tokens renormalised onto the sphere)."""
+    S = len(snaps)
+    if frames is None:
+        frames = S
+    frames = int(frames)
+    if frames < 1:
+        raise ValueError(f"frames must be at least 1, got {frames}")
+    if frames <= S:
+        idx = np.round(np.linspace(0, S - 1, frames)).astype(int) if frames > 1 else np.array([S - 1])
+        ts = snaps.t[idx]
+
+        def at(i):
+            k = idx[i]
+            return (None if snaps.rho is None else snaps.rho[k], snaps.X[k] if draw_tokens else None)
+
+        return ts, at
+    if S < 2:
+        raise ValueError(f"{snaps.folder}: one snapshot cannot make {frames} different frames")
+    _log.info("%d frames from %d snapshots: interpolating linearly in time", frames, S)
+    ts = np.linspace(snaps.t[0], snaps.t[-1], frames)
+
+    def at(i):
+        k = int(np.clip(np.searchsorted(snaps.t, ts[i], side="right") - 1, 0, S - 2))
+        w = float((ts[i] - snaps.t[k]) / (snaps.t[k + 1] - snaps.t[k]))
+        rho = None if snaps.rho is None else (1 - w) * snaps.rho[k] + w * snaps.rho[k + 1]
+        X = None
+        if draw_tokens:
+            X = (1 - w) * snaps.X[k] + w * snaps.X[k + 1]
+            X = X / np.maximum(np.linalg.norm(X, axis=1, keepdims=True), 1e-300)
+        return rho, X
+
+    return ts, at
+
+
+class _GifWriter:
+    """Collects frames as 256-colour images and writes an endless-loop GIF with Pillow."""
+
+    def __init__(self, path: Path, fps: float):
+        self.path = path
+        self.duration = max(20, round(1000.0 / fps))
+        self.frames = []
+
+    def append(self, rgb: np.ndarray) -> None:
+        from PIL import Image
+
+        self.frames.append(Image.fromarray(np.ascontiguousarray(rgb[..., :3])).quantize(colors=256, method=Image.Quantize.FASTOCTREE, dither=Image.Dither.NONE))
+
+    def close(self) -> None:
+        first, *rest = self.frames
+        tmp = self.path.with_name(self.path.stem + ".tmp" + self.path.suffix)
+        first.save(tmp, save_all=True, append_images=rest, duration=self.duration, loop=0, disposal=1, optimize=False)
+        tmp.replace(self.path)
+
+
+def _check_mp4() -> None:
+    missing = [m for m in ("imageio", "imageio_ffmpeg") if importlib.util.find_spec(m) is None]
+    if missing:
+        raise ModuleNotFoundError(
+            f"MP4 output needs imageio-ffmpeg (missing: {', '.join(missing)}): pip install imageio-ffmpeg imageio -- or write a GIF instead"
+        )
+
+
+def render_animation(
+    run_dir,
+    path=None,
+    frames: int | None = None,
+    *,
+    fps: float = 10.0,
+    clim=None,
+    log: bool = False,
+    particles: bool | None = None,
+    camera="iso",
+    multiview: bool = False,
+    window_size=None,
+    cmap: str = "viridis",
+    progress: bool | None = None,
+    anti_aliasing: bool = False,
+) -> Path:
+    """An animation (GIF or MP4, by the suffix of ``path``) of a run with one colour scale.
+
+    Parameters
+    ----------
+    run_dir : a run folder.
+    path : output file (default ``run_dir/figures/density.gif`` or ``tokens.gif``).
+    frames : number of frames: None for every snapshot; fewer than the snapshots
+        subsamples them evenly (first and last included); more interpolates linearly in
+        time between snapshots. A GIF has exactly this many frames.
+    fps : frames per second.
+    clim, log : the colour range, fixed for the whole animation (default: over all
+        snapshots), linear or logarithmic.
+    progress : a tqdm progress bar (default: when stderr is a terminal).
+    anti_aliasing : multisampling; off by default, as it triples the time per frame of
+        software rendering (PNG stills use it).
+
+    Returns
+    -------
+    Path of the written file.
+    """
+    snaps = load_snapshots(run_dir)
+    if path is None:
+        path = snaps.folder / "figures" / ("density.gif" if snaps.kind == "mesh" else "tokens.gif")
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix not in (".gif", ".mp4"):
+        raise ValueError(f"animation file must end in .gif or .mp4, got {path.name!r}")
+    if suffix == ".mp4":
+        _check_mp4()
+    if not fps > 0:
+        raise ValueError(f"fps must be positive, got {fps}")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    scene, draw_tokens = _scene_for(
+        snaps, particles=particles, clim=clim, log=log, camera=camera, multiview=multiview, window_size=window_size, cmap=cmap, anti_aliasing=anti_aliasing
+    )
+    ts, at = _frames(snaps, frames, draw_tokens)
+    scene.time_format = _time_format(ts)
+    progress = sys.stderr.isatty() if progress is None else progress
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=len(ts), unit="frame", desc=path.name, file=sys.stderr)
+    try:
+        writer = None
+        if suffix == ".mp4":
+            scene.plotter.open_movie(str(path), framerate=round(fps), quality=6)
+        else:
+            writer = _GifWriter(path, fps)
+        for i, t in enumerate(ts):
+            rho, X = at(i)
+            scene.update(t, rho=rho, X=X)
+            if writer is None:
+                scene.plotter.write_frame()
+            else:
+                writer.append(scene.image())
+            if bar is not None:
+                bar.update(1)
+        if writer is not None:
+            writer.close()
+    finally:
+        if bar is not None:
+            bar.close()
+        scene.plotter.close()
+    if suffix == ".gif":
+        from PIL import Image
+
+        with Image.open(path) as im:
+            n = getattr(im, "n_frames", 1)
+        if n != len(ts):
+            _log.warning("%s has %d frames, not %d: identical consecutive frames were merged", path, n, len(ts))
+    _log.info("wrote %s (%d frames)", path, len(ts))
+    return path
+
+
+def interactive_viewer(run_dir, *, off_screen: bool = False, clim=None, log: bool = False, particles: bool | None = None, **kw):
+    """A plotter with a time slider over a run's snapshots (nearest snapshot is shown).
+
+    Call ``.show()`` on the result to open the window; with ``off_screen=False`` this
+    needs a display (:class:`RuntimeError` otherwise). The slider callback is stored as
+    ``plotter._spherepde_set_time`` (used by tests).
+    """
+    if not off_screen and not has_display():
+        raise RuntimeError(
+            "interactive viewing needs a display, and none is set (DISPLAY/WAYLAND_DISPLAY); "
+            "render PNG or GIF files instead (spherepde render RUN_DIR --gif) or run where a display exists"
+        )
+    snaps = load_snapshots(run_dir)
+    scene, draw_tokens = _scene_for(snaps, particles=particles, clim=clim, log=log, off_screen=off_screen, **kw)
+    _show_snapshot(scene, snaps, 0, draw_tokens)
+
+    def set_time(value: float) -> None:
+        _show_snapshot(scene, snaps, snaps.nearest(value), draw_tokens)
+
+    p = scene.plotter
+    p.subplot(0, 0)
+    if len(snaps) > 1:
+        p.add_slider_widget(set_time, rng=[float(snaps.t[0]), float(snaps.t[-1])], value=float(snaps.t[0]), title="t", pointa=(0.45, 0.93), pointb=(0.95, 0.93), style="modern", interaction_event="always", fmt="%.3g")
+    p._spherepde_set_time = set_time
+    return p
+

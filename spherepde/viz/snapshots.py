@@ -1,0 +1,241 @@
+"""Reading run folders for pictures: the kind of run, its configuration, its snapshots.
+
+No PyVista and no Matplotlib here: :mod:`spherepde.viz.render` and
+:mod:`spherepde.viz.plots` both read runs through this module. Snapshots come from
+``snapshots.npz`` (``t`` (S,), ``rho`` (S, n_cells) or ``X`` (S, n, d)) or, while a run
+is incomplete, from ``snapshots/NNNNNN.npz``; mesh runs store the mesh in ``mesh.npz``.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import tomllib
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+_log = logging.getLogger(__name__)
+
+__all__ = ["RHO_TITLE", "NotARunFolderError", "run_config", "run_kind", "RunSnapshots", "load_snapshots", "color_limits"]
+
+
+#: Colour-bar title of densities (docs/model.md: rho is a density per unit area on S²).
+RHO_TITLE = "ρ (density per unit area)"
+
+
+class NotARunFolderError(ValueError):
+    """The folder is not a spherepde run folder (or not one that can be drawn)."""
+
+
+# =============================================================================== run folders
+def _read_toml(path: Path) -> dict:
+    try:
+        return tomllib.loads(path.read_text())
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        _log.warning("cannot read %s (%s)", path, exc)
+        return {}
+
+
+def run_config(run_dir) -> dict:
+    """The run folder's ``config.toml`` as a plain dict (empty if it is missing)."""
+    p = Path(run_dir) / "config.toml"
+    return _read_toml(p) if p.is_file() else {}
+
+
+def _snapshot_files(folder: Path) -> list[Path]:
+    d = folder / "snapshots"
+    return sorted(d.glob("[0-9]*.npz")) if d.is_dir() else []
+
+
+def _mc_paths(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.glob("path-[0-9]*") if p.is_dir())
+
+
+def run_kind(run_dir) -> str:
+    """What a folder holds: ``"particles"``, ``"mesh"`` or ``"montecarlo"``.
+
+    A coupled run (``run.solver = "both"``) counts as a mesh run; its snapshots also
+    hold the tokens ``X``, drawn over the density with ``particles=True``.
+
+    Raises :class:`FileNotFoundError` for a missing folder and
+    :class:`NotARunFolderError` for a folder that is no spherepde run folder.
+    """
+    folder = Path(run_dir)
+    if not folder.is_dir():
+        raise FileNotFoundError(f"run folder {folder} does not exist")
+    if (folder / "diagnostics_mean.csv").is_file() or _mc_paths(folder):
+        return "montecarlo"
+    solver = run_config(folder).get("run", {}).get("solver")
+    if solver in ("particles", "mesh"):
+        return solver
+    if solver == "both":  # coupled mesh + tokens: a mesh run whose snapshots also hold X
+        return "mesh"
+    if (folder / "mesh.npz").is_file():
+        return "mesh"
+    snaps = folder / "snapshots.npz"
+    files = [snaps] if snaps.is_file() else _snapshot_files(folder)[:1]
+    if files:
+        try:
+            with np.load(files[0], allow_pickle=False) as z:
+                return "mesh" if "rho" in z.files else "particles"
+        except (OSError, ValueError, zipfile.BadZipFile):
+            pass
+    if (folder / "diagnostics.csv").is_file():
+        return "particles"
+    raise NotARunFolderError(
+        f"{folder} is not a spherepde run folder: it has no config.toml, diagnostics.csv or snapshots "
+        "(make one with 'spherepde run')"
+    )
+
+
+@dataclass(frozen=True)
+class RunSnapshots:
+    """The snapshots of one run folder.
+
+    Attributes
+    ----------
+    folder : the run folder.
+    kind : ``"particles"`` or ``"mesh"``.
+    t : (S,) snapshot times, increasing.
+    rho : (S, n_cells) cell densities (mesh runs) or None.
+    X : (S, n, d) tokens (particle runs; mesh runs that also store tokens) or None.
+    mesh : the :class:`~spherepde.geometry.mesh.SphereMesh` of a mesh run, else None.
+    complete : True when read from ``snapshots.npz`` (the run has finished).
+    """
+
+    folder: Path
+    kind: str
+    t: np.ndarray
+    rho: np.ndarray | None
+    X: np.ndarray | None
+    mesh: object | None
+    complete: bool
+
+    def __len__(self) -> int:
+        return int(self.t.size)
+
+    def nearest(self, t: float) -> int:
+        """Index of the snapshot nearest to time ``t``."""
+        return int(np.argmin(np.abs(self.t - float(t))))
+
+
+def _no_snapshots(folder: Path) -> FileNotFoundError:
+    return FileNotFoundError(
+        f"{folder}: the run wrote no snapshots (neither snapshots.npz nor snapshots/NNNNNN.npz exists); "
+        "nothing to draw -- did the run start, and is output.snapshot_dt at most solver.T?"
+    )
+
+
+def load_snapshots(run_dir) -> RunSnapshots:
+    """Read a run folder's snapshots (``snapshots.npz``, else ``snapshots/NNNNNN.npz``).
+
+    Snapshots with equal times keep the last one; times are sorted. Raises
+    :class:`FileNotFoundError` when the run wrote none, :class:`NotARunFolderError` for
+    a Monte-Carlo folder (draw one of its ``path-NNN`` folders) or a foreign folder.
+    """
+    folder = Path(run_dir)
+    kind = run_kind(folder)
+    if kind == "montecarlo":
+        paths = _mc_paths(folder)
+        hint = f", e.g. {paths[0]}" if paths else ""
+        raise NotARunFolderError(f"{folder} is a Monte-Carlo folder; draw one of its path-NNN runs{hint}")
+    arrays: dict[str, list] = {}
+    complete = False
+    if (folder / "snapshots.npz").is_file():
+        with np.load(folder / "snapshots.npz", allow_pickle=False) as z:
+            ts = np.atleast_1d(np.asarray(z["t"], float))
+            for key in ("rho", "X"):
+                if key in z.files:
+                    arrays[key] = list(np.asarray(z[key], float))
+        complete = True
+    else:
+        ts_list = []
+        for f in _snapshot_files(folder):
+            try:
+                with np.load(f, allow_pickle=False) as z:
+                    t = float(z["t"])
+                    vals = {k: np.array(z[k], float) for k in ("rho", "X") if k in z.files}
+            except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:
+                _log.warning("skipping unreadable snapshot %s (%s)", f, exc)
+                continue
+            ts_list.append(t)
+            for k, v in vals.items():
+                arrays.setdefault(k, []).append(v)
+        ts = np.asarray(ts_list, float)
+    if ts.size == 0 or not arrays:
+        raise _no_snapshots(folder)
+    for k, v in arrays.items():
+        if len(v) != ts.size:
+            raise ValueError(f"{folder}: snapshots disagree: {ts.size} times but {len(v)} '{k}' arrays")
+    # sort by time, keep the last of equal times
+    order = np.argsort(ts, kind="stable")
+    ts = ts[order]
+    keep = np.append(ts[1:] != ts[:-1], True)
+    idx = order[keep]
+    ts = ts[keep]
+    rho = np.stack([arrays["rho"][i] for i in idx]) if "rho" in arrays else None
+    X = np.stack([arrays["X"][i] for i in idx]) if "X" in arrays else None
+    mesh = None
+    if rho is not None:
+        from spherepde.geometry.mesh import SphereMesh
+
+        mfile = folder / "mesh.npz"
+        if not mfile.is_file():
+            raise FileNotFoundError(f"{folder}: mesh run without mesh.npz; cannot place the cell densities")
+        mesh = SphereMesh.load(mfile)
+        if rho.shape[1] != mesh.n_cells:
+            raise ValueError(f"{folder}: snapshots have {rho.shape[1]} cells but mesh.npz has {mesh.n_cells}")
+    return RunSnapshots(folder, "mesh" if rho is not None else "particles", ts, rho, X, mesh, complete)
+
+
+def color_limits(rho, *, log: bool = False, floor: float = 1e-6) -> tuple[float, float]:
+    """One colour range for densities ``rho`` (any shape).
+
+    Linear: (min, max), with min set to 0 when 0 <= min < 0.01 max. Log: (max(smallest
+    positive, floor * max), max). A constant density gets a +-1 % range.
+    """
+    r = np.asarray(rho, float)
+    r = r[np.isfinite(r)]
+    if r.size == 0:
+        return (0.0, 1.0)
+    hi = float(r.max())
+    if log:
+        pos = r[r > 0]
+        if pos.size == 0:
+            return (floor, 1.0)
+        hi = float(pos.max())
+        lo = max(float(pos.min()), floor * hi)
+    else:
+        lo = float(r.min())
+        if 0.0 <= lo < 0.01 * hi:  # a density: start the scale at 0 rather than at 1e-56
+            lo = 0.0
+    if not hi > lo:
+        c = hi if hi != 0 else 1.0
+        lo, hi = (c / 1.01, c * 1.01) if log else (c - 0.01 * abs(c), c + 0.01 * abs(c))
+    return (lo, hi)
+
+
+def _time_format(times) -> str:
+    """A format for times that tells neighbouring frames apart (at least 2 decimals)."""
+    t = np.unique(np.asarray(times, float))
+    gaps = np.diff(t)
+    gaps = gaps[gaps > 0]
+    digits = 2
+    if gaps.size:
+        digits = int(min(8, max(2, math.ceil(-math.log10(gaps.min())) + 1)))
+    return f"t = {{:.{digits}f}}"
+
+
+def _tokens3(X) -> np.ndarray:
+    X = np.asarray(X, float)
+    if X.ndim != 2:
+        raise ValueError(f"tokens must have shape (n, d), got {X.shape}")
+    if X.shape[1] == 3:
+        return X
+    if X.shape[1] == 2:  # S^1 drawn as the equator of S^2
+        return np.column_stack([X, np.zeros(len(X))])
+    raise ValueError(f"tokens live on S^{X.shape[1] - 1}; only d = 2 or 3 can be drawn on the sphere")
+
