@@ -1,0 +1,138 @@
+"""The aggregate study of a sweep: a time-averaged diagnostic against a parameter, a
+power-law fit y = a x^b with a bootstrap interval for b, and its figure.
+"""
+
+from __future__ import annotations
+
+import csv
+import difflib
+import hashlib
+import itertools
+import json
+import logging
+import math
+import os
+import re
+import socket
+import sys
+import threading
+import time
+import tomllib
+import traceback
+from dataclasses import dataclass, field, fields
+from importlib import resources
+from pathlib import Path
+import numpy as np
+from spherepde import __version__
+from spherepde.runs.config import Config, ConfigError, config_from_dict, load_config
+from spherepde.runs.files import FolderLock, atomic_write_text
+from spherepde.runs.progress import ProgressBar
+from spherepde.runs.sweep.state import _finite, _jsonable
+
+__all__ = ["analyse"]
+
+
+# ==================================================================== the analysis
+def _slope(logx: np.ndarray, logy: np.ndarray) -> np.ndarray:
+    """Least-squares slope of logy (..., n) against logx (n,)."""
+    xc = logx - logx.mean()
+    return ((logy - logy.mean(axis=-1, keepdims=True)) * xc).sum(axis=-1) / (xc @ xc)
+
+
+def analyse(table: list[dict], x: str, y: str, *, out=None, t_min: float | None = None, bootstrap: int = 1000, seed: int = 0, formats=("png", "pdf")) -> dict:
+    """The aggregate study: time-averaged ``y`` against ``x`` with a power-law fit.
+
+    ``table`` holds rows with the key ``x`` and the column ``mean_<y>`` (the rows of
+    results.csv; only rows with status 'completed' and a finite value are used). The
+    values are grouped by x and averaged over the other axes (e.g. seeds); the fit
+    y = a x^b (:func:`validation.common.fit_power_law`) is made on the group means. A
+    bootstrap over the replicates of each group (``bootstrap`` resamples) gives a 95 %
+    interval for b. With ``out``, writes ``analysis.json`` and ``analysis.png/.pdf``
+    (log-log: every run, mean +- std per x, the fit).
+    """
+    from spherepde.validation.common import fit_power_law
+
+    col = f"mean_{y}"
+    groups: dict[float, list[float]] = {}
+    excluded = 0
+    for r in table:
+        v = _finite(r.get(col))
+        xv = _finite(r.get(x))
+        if r.get("status", "completed") != "completed" or v is None or xv is None:
+            excluded += 1
+            continue
+        groups.setdefault(xv, []).append(v)
+    xs = np.array(sorted(groups), float)
+    vals = [np.array(groups[v], float) for v in xs]
+    means = np.array([g.mean() for g in vals])
+    stds = np.array([g.std(ddof=1) if g.size > 1 else 0.0 for g in vals])
+    ns = [int(g.size) for g in vals]
+    ok = (xs > 0) & (means > 0)
+    nan = float("nan")
+    fit = {"a": nan, "b": nan, "b_stderr": nan}
+    ci = None
+    if ok.sum() >= 2:
+        fit = fit_power_law(xs[ok], means[ok])
+        reps = [g for g, k in zip(vals, ok) if k]
+        if bootstrap > 0 and any(g.size > 1 for g in reps):
+            rng = np.random.default_rng(seed)
+            boot = np.stack([g[rng.integers(0, g.size, size=(bootstrap, g.size))].mean(axis=1) for g in reps], axis=1)
+            good = np.all(boot > 0, axis=1)
+            if good.any():
+                bs = _slope(np.log(xs[ok]), np.log(boot[good]))
+                ci = [float(np.percentile(bs, 2.5)), float(np.percentile(bs, 97.5))]
+    result = {
+        "x": x, "y": y, "column": col, "t_min": t_min,
+        "a": fit["a"], "b": fit["b"], "b_stderr": fit["b_stderr"], "b_ci95": ci, "bootstrap": bootstrap, "bootstrap_seed": seed,
+        "points": [{"x": float(a), "mean": float(m), "std": float(s), "n": n} for a, m, s, n in zip(xs, means, stds, ns)],
+        "runs_used": int(sum(ns)), "runs_excluded": excluded,
+    }
+    if ok.sum() < 2:
+        result["note"] = "fewer than two x values with a positive mean: no power-law fit"
+    if out is not None:
+        out = Path(out)
+        atomic_write_text(out / "analysis.json", json.dumps(_jsonable(result), indent=2))
+        if xs.size:
+            _analysis_figure(result, groups, out, formats)
+    return result
+
+
+def _analysis_figure(res: dict, groups: dict, out: Path, formats) -> list[Path]:
+    from matplotlib.figure import Figure
+
+    xs = np.array([p["x"] for p in res["points"]])
+    means = np.array([p["mean"] for p in res["points"]])
+    stds = np.array([p["std"] for p in res["points"]])
+    fig = Figure(figsize=(6.0, 4.4), layout="constrained")
+    ax = fig.add_subplot()
+    allx = np.concatenate([[k] * len(v) for k, v in groups.items()])
+    ally = np.concatenate([v for v in groups.values()])
+    ax.scatter(allx, ally, s=12, color="0.6", alpha=0.6, label="runs", zorder=1)
+    n_text = "/".join(sorted({str(p["n"]) for p in res["points"]}))
+    ax.errorbar(xs, means, yerr=stds, fmt="o", color="C0", capsize=4, label=f"mean ± std (n = {n_text} per point)", zorder=3)
+    logx = bool(np.all(xs > 0))
+    logy = bool(np.all(ally > 0))
+    if math.isfinite(res["b"]):
+        xx = np.geomspace(xs[xs > 0].min(), xs.max(), 100)
+        label = f"fit a·x^b: b = {res['b']:.3f}"
+        if math.isfinite(res["b_stderr"]):
+            label += f" ± {res['b_stderr']:.3f}"
+        if res["b_ci95"]:
+            label += f", 95% CI [{res['b_ci95'][0]:.3f}, {res['b_ci95'][1]:.3f}]"
+        ax.plot(xx, res["a"] * xx ** res["b"], "-", color="C3", label=label, zorder=2)
+    if logx:
+        ax.set_xscale("log")
+    if logy:
+        ax.set_yscale("log")
+    tm = res.get("t_min")
+    ax.set_xlabel(res["x"])
+    ax.set_ylabel(f"time average of {res['y']}" + (f" over t ≥ {tm:g}" if tm else ""))
+    ax.set_title(f"{res['y']} against {res['x']}")
+    ax.legend(fontsize=8)
+    written = []
+    for fmt in formats:
+        p = out / f"analysis.{fmt}"
+        fig.savefig(p, dpi=150)
+        written.append(p)
+    return written
+

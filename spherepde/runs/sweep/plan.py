@@ -1,0 +1,401 @@
+"""Planning a sweep: reading and checking a sweep file, one resolved configuration per run.
+
+See :mod:`spherepde.runs.sweep` for the sweep file format.
+"""
+
+from __future__ import annotations
+
+import csv
+import difflib
+import hashlib
+import itertools
+import json
+import logging
+import math
+import os
+import re
+import socket
+import sys
+import threading
+import time
+import tomllib
+import traceback
+from dataclasses import dataclass, field, fields
+from importlib import resources
+from pathlib import Path
+import numpy as np
+from spherepde import __version__
+from spherepde.runs.config import Config, ConfigError, config_from_dict, load_config
+from spherepde.runs.files import FolderLock, atomic_write_text
+from spherepde.runs.progress import ProgressBar
+
+__all__ = ["SUMMARY_COLUMNS", "KNOWN_COLUMNS", "INSTALL_HINT", "STATE_FILE", "RESULTS_FILE", "LOCK_FILE", "STATE_FORMAT", "SweepError", "SweepChangedError", "DaskUnavailableError", "SweepRun", "Sweep", "example_sweep_path", "load_sweep", "sweep_hash"]
+
+
+#: Diagnostics summarised in ``results.csv`` (final value and time average of each).
+SUMMARY_COLUMNS = ("energy", "G2", "edi_paper", "edi_exact", "mean_resultant")
+
+
+#: Every diagnostics column a run may write (``[analysis] y`` must be one of them).
+KNOWN_COLUMNS = (
+    "t", "step", "energy", "dEdt_partial", "martingale", "transport", "G2", "int_dEdt", "int_transport", "int_G2",
+    "edi_paper", "edi_exact", "mean_resultant", "speed_rms", "n_clusters", "mass", "rho_min", "rho_max", "dt_last",
+)
+
+
+INSTALL_HINT = 'pip install "spherepde[distributed]"'
+
+
+STATE_FILE = "sweep_state.json"
+
+
+RESULTS_FILE = "results.csv"
+
+
+LOCK_FILE = "sweep.lock"
+
+
+STATE_FORMAT = 1
+
+
+_TOP_KEYS = ("base", "base_example", "description", "out", "t_min", "set", "grid", "list", "analysis")
+
+
+_ANALYSIS_KEYS = ("x", "y", "t_min", "bootstrap", "bootstrap_seed")
+
+
+_FILE_KEYS = ("weights.init_file", "weights.path_file", "initial.file", "mesh.file")
+
+
+_RESERVED_KEYS = ("run.name", "run.out")  # the sweep names the run folders
+
+
+class SweepError(ConfigError):
+    """A problem with a sweep file, its runs' configurations or the sweep folder (one line)."""
+
+
+class SweepChangedError(SweepError):
+    """The output folder holds a different sweep (pass force=True / --force to start over)."""
+
+
+class DaskUnavailableError(SweepError):
+    """Dask/distributed is not installed (install the extra, or run serially)."""
+
+
+# ======================================================================== the sweep
+@dataclass(frozen=True)
+class SweepRun:
+    """One combination: its index, folder name, varied values and validated configuration."""
+
+    index: int
+    name: str
+    params: dict  # varied key -> value as written in the sweep file
+    config: Config
+
+
+@dataclass
+class Sweep:
+    """A validated sweep: every run's configuration, the axes and the analysis settings."""
+
+    source: str
+    base: str
+    fixed: dict
+    axes: dict  # key -> list of values (the zipped [list] axes first, then [grid])
+    runs: list[SweepRun]
+    analysis: dict | None
+    t_min: float
+    out: str | None
+    description: str = ""
+    hash: str = ""
+
+    @property
+    def keys(self) -> list[str]:
+        return list(self.axes)
+
+    def describe(self) -> dict:
+        """A JSON-able description (stored in ``sweep_state.json``)."""
+        return {
+            "source": self.source, "base": self.base, "description": self.description, "set": self.fixed, "axes": self.axes,
+            "analysis": self.analysis, "t_min": self.t_min, "runs": len(self.runs),
+        }
+
+
+def _suggest(name: str, options) -> str:
+    close = difflib.get_close_matches(name, list(options), n=1, cutoff=0.5)
+    return f" (did you mean '{close[0]}'?)" if close else f" (valid: {', '.join(options)})"
+
+
+def _config_keys() -> list[str]:
+    cfg = Config()
+    return [f"{s.name}.{f.name}" for s in fields(cfg) for f in fields(getattr(cfg, s.name))]
+
+
+def _flatten(table: dict, where: str) -> dict:
+    """``{"solver.T": 2}`` and ``{"solver": {"T": 2}}`` (a TOML dotted key) both give ``solver.T``."""
+    out = {}
+    for key, value in table.items():
+        if isinstance(value, dict):
+            for sub, v in value.items():
+                if isinstance(v, dict):
+                    raise SweepError(f"{where}: '{key}.{sub}' is not a configuration key; keys are section.key, e.g. \"model.H\"")
+                out[f"{key}.{sub}"] = v
+        else:
+            out[key] = value
+    return out
+
+
+def _check_key(key: str, where: str) -> None:
+    valid = _config_keys()
+    if key not in valid:
+        close = difflib.get_close_matches(key, valid, n=1, cutoff=0.5)
+        hint = f" (did you mean '{close[0]}'?)" if close else " (see 'spherepde config --show' for every key)"
+        if key.count(".") != 1:
+            raise SweepError(f"{where}: {key!r} is not a configuration key; write section.key, e.g. \"model.H\"{hint}")
+        raise SweepError(f"{where}: unknown configuration key {key!r}{hint}")
+    if key in _RESERVED_KEYS:
+        raise SweepError(f"{where}: {key} cannot be set in a sweep; run folders are OUT/runs/<index>-<key=value...>")
+
+
+def _example_names() -> dict[str, Path]:
+    files = resources.files("spherepde.runs.examples")
+    return {p.name[:-5]: Path(str(p)) for p in files.iterdir() if p.name.endswith(".toml")}
+
+
+def _shipped(kind: str) -> dict[str, Path]:
+    """Shipped run-config examples (kind 'config') or sweep files (kind 'sweep')."""
+    ex = _example_names()
+    is_sweep = {n: n.startswith("sweep-") for n in ex}
+    return {n: p for n, p in ex.items() if is_sweep[n] == (kind == "sweep")}
+
+
+def example_sweep_path(name: str) -> Path:
+    """The path of a shipped sweep file, e.g. ``sweep-paper-G2-vs-H``."""
+    ex = _shipped("sweep")
+    if name not in ex:
+        raise SweepError(f"unknown sweep example {name!r}; available: {', '.join(sorted(ex)) or 'none'}")
+    return ex[name]
+
+
+def _fmt_value(key: str, value) -> str:
+    """A value as it appears in a run folder name (file paths: their stem)."""
+    if key in _FILE_KEYS and isinstance(value, str):
+        value = Path(value).stem or "none"
+    if isinstance(value, bool):
+        s = str(value).lower()
+    elif isinstance(value, float):
+        s = repr(value)
+    elif isinstance(value, (list, dict)):
+        s = json.dumps(value, separators=(",", ":"))
+    else:
+        s = str(value)
+    return re.sub(r"[^A-Za-z0-9._+-]", "_", s)[:40]
+
+
+def _run_name(index: int, width: int, params: dict) -> str:
+    name = f"{index:0{width}d}" + "".join(f"-{k}={_fmt_value(k, v)}" for k, v in params.items())
+    return name[:150]
+
+
+def _resolve_file(key: str, value, base_dir: Path):
+    if key in _FILE_KEYS and isinstance(value, str) and value and not Path(value).is_absolute():
+        return str((base_dir / value).resolve())
+    return value
+
+
+def _load_base(data: dict, base_dir: Path) -> tuple[Config, str]:
+    has_base, has_example = "base" in data, "base_example" in data
+    if has_base == has_example:
+        raise SweepError("give the base configuration: base = \"run.toml\" (relative to the sweep file) or base_example = \"paper-ou-particles\" (exactly one of them)")
+    if has_example:
+        name = data["base_example"]
+        ex = _shipped("config")
+        if not isinstance(name, str) or name not in ex:
+            raise SweepError(f"base_example: unknown example {name!r}; available: {', '.join(sorted(ex))}")
+        try:
+            return load_config(ex[name]), f"example:{name}"
+        except ConfigError as exc:  # pragma: no cover - shipped examples are tested
+            raise SweepError(f"base_example {name}: {exc}") from None
+    base = data["base"]
+    if isinstance(base, dict):
+        try:
+            return config_from_dict(_resolve_inline_paths(base, base_dir), base_dir=base_dir), "inline [base] table"
+        except ConfigError as exc:
+            raise SweepError(f"[base]: {exc}") from None
+    if not isinstance(base, str) or not base:
+        raise SweepError(f"base: expected the path of a run configuration (TOML), got {base!r}")
+    path = Path(base) if Path(base).is_absolute() else base_dir / base
+    if not path.is_file():
+        raise SweepError(f"base: configuration file not found: {path}")
+    try:
+        return load_config(path), str(path.resolve())
+    except ConfigError as exc:
+        raise SweepError(f"base {path}: {exc}") from None
+
+
+def _resolve_inline_paths(base: dict, base_dir: Path) -> dict:
+    out = {sec: dict(v) if isinstance(v, dict) else v for sec, v in base.items()}
+    for key in _FILE_KEYS:
+        sec, _, name = key.partition(".")
+        if isinstance(out.get(sec), dict) and name in out[sec]:
+            out[sec][name] = _resolve_file(key, out[sec][name], base_dir)
+    return out
+
+
+def _axis(key: str, values, table: str) -> list:
+    if not isinstance(values, list) or not values:
+        raise SweepError(f"[{table}] {key}: expected a non-empty list of values, got {values!r}")
+    seen = set()
+    for v in values:
+        token = json.dumps(v, sort_keys=True, default=str)
+        if token in seen:
+            raise SweepError(f"[{table}] {key}: value {v!r} appears twice")
+        seen.add(token)
+    return values
+
+
+def _check_analysis(table, axes: dict, where: str = "[analysis]") -> dict:
+    if not isinstance(table, dict):
+        raise SweepError(f"{where} must be a table (x = ..., y = ...)")
+    for k in table:
+        if k not in _ANALYSIS_KEYS:
+            raise SweepError(f"{where}: unknown key {k!r}" + _suggest(k, _ANALYSIS_KEYS))
+    for k in ("x", "y"):
+        if k not in table:
+            raise SweepError(f"{where}: '{k}' is required (x: a varied key such as \"model.H\"; y: a diagnostics column such as \"G2\")")
+    x, y = table["x"], table["y"]
+    if x not in axes:
+        raise SweepError(f"{where} x: {x!r} is not a varied key" + (_suggest(str(x), list(axes)) if axes else ""))
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in axes[x]):
+        raise SweepError(f"{where} x: the values of {x} must be numbers for a log-log fit")
+    if y not in KNOWN_COLUMNS or y in ("t", "step"):
+        raise SweepError(f"{where} y: {y!r} is not a diagnostics column" + _suggest(str(y), [c for c in KNOWN_COLUMNS if c not in ("t", "step")]))
+    out = {"x": x, "y": y, "bootstrap": 1000, "bootstrap_seed": 0}
+    for k, lo in (("bootstrap", 0), ("bootstrap_seed", 0)):
+        if k in table:
+            v = table[k]
+            if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+                raise SweepError(f"{where} {k}: expected an integer >= {lo}, got {v!r}")
+            out[k] = v
+    return out
+
+
+def _check_t_min(value, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        raise SweepError(f"{where}: expected a number >= 0, got {value!r}")
+    return float(value)
+
+
+def load_sweep(sweep, *, base_dir: str | Path | None = None) -> Sweep:
+    """Read and validate a sweep (a TOML file path or an already parsed dict).
+
+    Every combination's configuration is built and validated; any problem raises
+    :class:`SweepError` with a one-line message naming the table, key or run. Relative
+    paths in a dict are resolved against ``base_dir`` (default: the working folder).
+    """
+    if isinstance(sweep, (str, Path)):
+        path = Path(sweep)
+        if not path.is_file():
+            raise SweepError(f"sweep file not found: {path}")
+        try:
+            data = tomllib.loads(path.read_text())
+        except tomllib.TOMLDecodeError as exc:
+            raise SweepError(f"{path}: malformed TOML: {exc}") from None
+        source, base_dir, shown = str(path.resolve()), path.resolve().parent, str(path)
+    elif isinstance(sweep, dict):
+        data, source = sweep, "<dict>"
+        base_dir = Path(base_dir).resolve() if base_dir is not None else Path.cwd()
+    else:
+        raise SweepError(f"a sweep is a TOML file path or a dict, got {type(sweep).__name__}")
+    try:
+        return _build_sweep(data, source, Path(base_dir))
+    except SweepError as exc:
+        if source != "<dict>":
+            raise type(exc)(f"{shown}: {exc}") from None
+        raise
+
+
+def _build_sweep(data: dict, source: str, base_dir: Path) -> Sweep:
+    for k in data:
+        if k not in _TOP_KEYS:
+            raise SweepError(f"unknown key {k!r}" + _suggest(k, _TOP_KEYS))
+    for k in ("set", "grid", "list", "analysis"):
+        if k in data and not isinstance(data[k], dict):
+            raise SweepError(f"[{k}] must be a table, got {data[k]!r}")
+    description = data.get("description", "")
+    if not isinstance(description, str):
+        raise SweepError(f"description: expected a string, got {description!r}")
+    out = data.get("out")
+    if out is not None and (not isinstance(out, str) or not out):
+        raise SweepError(f"out: expected a folder name, got {out!r}")
+    base_cfg, base_name = _load_base(data, base_dir)
+
+    fixed = _flatten(data.get("set", {}), "[set]")
+    grid = _flatten(data.get("grid", {}), "[grid]")
+    zipped = _flatten(data.get("list", {}), "[list]")
+    for table, d in (("set", fixed), ("grid", grid), ("list", zipped)):
+        for key in d:
+            _check_key(key, f"[{table}] {key}")
+    for a, b in (("set", "grid"), ("set", "list"), ("grid", "list")):
+        both = set({"set": fixed, "grid": grid, "list": zipped}[a]) & set({"set": fixed, "grid": grid, "list": zipped}[b])
+        if both:
+            raise SweepError(f"{sorted(both)[0]} is given in both [{a}] and [{b}]; give it in one table")
+    for key, values in grid.items():
+        _axis(key, values, "grid")
+    if zipped:
+        lengths = {k: len(v) if isinstance(v, list) else -1 for k, v in zipped.items()}
+        for key, values in zipped.items():
+            if not isinstance(values, list) or not values:
+                raise SweepError(f"[list] {key}: expected a non-empty list of values, got {values!r}")
+        if len(set(lengths.values())) > 1:
+            raise SweepError("[list]: the lists are zipped and must have equal lengths; got " + ", ".join(f"{k}: {n}" for k, n in lengths.items()))
+        combos_list = list(zip(*zipped.values()))
+        if len({json.dumps(c, sort_keys=True, default=str) for c in combos_list}) < len(combos_list):
+            raise SweepError("[list]: two entries of the zipped lists are identical")
+    if not grid and not zipped:
+        raise SweepError("nothing to vary: give at least one axis in [grid] (cartesian product) or [list] (zipped)")
+
+    axes = {**zipped, **grid}
+    analysis = _check_analysis(data["analysis"], axes) if "analysis" in data else None
+    t_min = 0.0
+    if "t_min" in data and analysis is not None and "t_min" in data["analysis"]:
+        raise SweepError("t_min is given both at the top level and in [analysis]; give it once")
+    if "t_min" in data:
+        t_min = _check_t_min(data["t_min"], "t_min")
+    elif analysis is not None and "t_min" in data["analysis"]:
+        t_min = _check_t_min(data["analysis"]["t_min"], "[analysis] t_min")
+    if analysis is not None:
+        analysis["t_min"] = t_min
+
+    fixed_resolved = {k: _resolve_file(k, v, base_dir) for k, v in fixed.items()}
+    zipped_rows = list(zip(*zipped.values())) if zipped else [()]
+    grid_rows = list(itertools.product(*grid.values())) if grid else [()]
+    combos = [dict(zip(zipped, a)) | dict(zip(grid, b)) for a in zipped_rows for b in grid_rows]
+    width = max(3, len(str(len(combos) - 1)))
+    runs = []
+    try:
+        base_fixed = base_cfg.with_overrides(fixed_resolved) if fixed_resolved else base_cfg
+    except ConfigError as exc:
+        raise SweepError(f"[set]: {exc}") from None
+    for i, params in enumerate(combos):
+        overrides = {k: _resolve_file(k, v, base_dir) for k, v in params.items()}
+        label = ", ".join(f"{k}={v!r}" for k, v in params.items())
+        try:
+            cfg = base_fixed.with_overrides(overrides)
+        except ConfigError as exc:
+            raise SweepError(f"run {i} ({label}): {exc}") from None
+        if t_min >= cfg.solver.T:
+            raise SweepError(f"t_min = {t_min:g} must be below the final time solver.T = {cfg.solver.T:g} (run {i}: {label})")
+        runs.append(SweepRun(i, _run_name(i, width, params), params, cfg))
+    sw = Sweep(source, base_name, fixed, axes, runs, analysis, t_min, out, description)
+    sw.hash = sweep_hash(sw)
+    return sw
+
+
+def sweep_hash(sw: Sweep) -> str:
+    """SHA-256 of the runs (folder names and fully resolved configurations). The analysis
+    settings and t_min are not part of it: they only change how results are summarised."""
+    h = hashlib.sha256()
+    payload = [[r.name, r.config.to_dict()] for r in sw.runs]
+    h.update(json.dumps(payload, sort_keys=True, default=str).encode())
+    return h.hexdigest()
+
