@@ -37,9 +37,6 @@ from pathlib import Path
 import numpy as np
 
 from spherepde import __version__
-from spherepde.runs.config import Config, config_to_toml, load_config
-from spherepde.runs.files import atomic_savez, atomic_write_text
-from spherepde.runs.progress import ProgressBar
 from spherepde.model.weights import (
     FrozenProcess,
     OscillatingProcess,
@@ -48,6 +45,9 @@ from spherepde.model.weights import (
     generate_weight_path,
     weight_path_from_arrays,
 )
+from spherepde.runs.config import Config, config_to_toml, load_config
+from spherepde.runs.files import atomic_savez, atomic_write_text
+from spherepde.runs.progress import ProgressBar
 
 __all__ = ["run", "resume", "build_weight_path", "build_solver", "RunResult", "RunExistsError", "monte_carlo", "read_diagnostics"]
 

@@ -4,29 +4,13 @@ power-law fit y = a x^b with a bootstrap interval for b, and its figure.
 
 from __future__ import annotations
 
-import csv
-import difflib
-import hashlib
-import itertools
 import json
-import logging
 import math
-import os
-import re
-import socket
-import sys
-import threading
-import time
-import tomllib
-import traceback
-from dataclasses import dataclass, field, fields
-from importlib import resources
 from pathlib import Path
+
 import numpy as np
-from spherepde import __version__
-from spherepde.runs.config import Config, ConfigError, config_from_dict, load_config
-from spherepde.runs.files import FolderLock, atomic_write_text
-from spherepde.runs.progress import ProgressBar
+
+from spherepde.runs.files import atomic_write_text
 from spherepde.runs.sweep.state import _finite, _jsonable
 
 __all__ = ["analyse"]

@@ -4,32 +4,22 @@ or serially in this process, with a folder lock, progress and resume.
 
 from __future__ import annotations
 
-import csv
-import difflib
-import hashlib
-import itertools
-import json
 import logging
-import math
 import os
-import re
 import socket
 import sys
 import threading
 import time
-import tomllib
 import traceback
-from dataclasses import dataclass, field, fields
-from importlib import resources
+from dataclasses import dataclass, field
 from pathlib import Path
-import numpy as np
-from spherepde import __version__
-from spherepde.runs.config import Config, ConfigError, config_from_dict, load_config
-from spherepde.runs.files import FolderLock, atomic_write_text
+
+from spherepde.runs.config import Config
+from spherepde.runs.files import FolderLock
 from spherepde.runs.progress import ProgressBar
-from spherepde.runs.sweep.plan import DaskUnavailableError, INSTALL_HINT, LOCK_FILE, RESULTS_FILE, SUMMARY_COLUMNS, Sweep, SweepError, SweepRun, load_sweep
-from spherepde.runs.sweep.state import _State, _config_matches, _folder_state, _prepare_folder, summarise_run
 from spherepde.runs.sweep.analysis import analyse
+from spherepde.runs.sweep.plan import INSTALL_HINT, LOCK_FILE, RESULTS_FILE, SUMMARY_COLUMNS, DaskUnavailableError, Sweep, SweepError, SweepRun, load_sweep
+from spherepde.runs.sweep.state import _config_matches, _folder_state, _prepare_folder, _State, summarise_run
 
 log = logging.getLogger(__name__)
 

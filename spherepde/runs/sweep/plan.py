@@ -5,29 +5,18 @@ See :mod:`spherepde.runs.sweep` for the sweep file format.
 
 from __future__ import annotations
 
-import csv
 import difflib
 import hashlib
 import itertools
 import json
-import logging
 import math
-import os
 import re
-import socket
-import sys
-import threading
-import time
 import tomllib
-import traceback
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from importlib import resources
 from pathlib import Path
-import numpy as np
-from spherepde import __version__
+
 from spherepde.runs.config import Config, ConfigError, config_from_dict, load_config
-from spherepde.runs.files import FolderLock, atomic_write_text
-from spherepde.runs.progress import ProgressBar
 
 __all__ = ["SUMMARY_COLUMNS", "KNOWN_COLUMNS", "INSTALL_HINT", "STATE_FILE", "RESULTS_FILE", "LOCK_FILE", "STATE_FORMAT", "SweepError", "SweepChangedError", "DaskUnavailableError", "SweepRun", "Sweep", "example_sweep_path", "load_sweep", "sweep_hash"]
 

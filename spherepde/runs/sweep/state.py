@@ -8,29 +8,30 @@ final values and time averages (t >= t_min) of the summary diagnostics.
 from __future__ import annotations
 
 import csv
-import difflib
-import hashlib
-import itertools
 import json
 import logging
 import math
-import os
 import re
-import socket
-import sys
 import threading
 import time
-import tomllib
-import traceback
-from dataclasses import dataclass, field, fields
-from importlib import resources
 from pathlib import Path
+
 import numpy as np
+
 from spherepde import __version__
-from spherepde.runs.config import Config, ConfigError, config_from_dict, load_config
-from spherepde.runs.files import FolderLock, atomic_write_text
-from spherepde.runs.progress import ProgressBar
-from spherepde.runs.sweep.plan import LOCK_FILE, RESULTS_FILE, STATE_FILE, STATE_FORMAT, SUMMARY_COLUMNS, Sweep, SweepChangedError, SweepError, SweepRun, sweep_hash
+from spherepde.runs.config import Config, ConfigError, load_config
+from spherepde.runs.files import atomic_write_text
+from spherepde.runs.sweep.plan import (
+    LOCK_FILE,
+    RESULTS_FILE,
+    STATE_FILE,
+    STATE_FORMAT,
+    SUMMARY_COLUMNS,
+    Sweep,
+    SweepChangedError,
+    SweepError,
+    SweepRun,
+)
 
 log = logging.getLogger(__name__)
 
