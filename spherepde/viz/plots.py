@@ -135,7 +135,7 @@ def load_series(source) -> Series:
         return Series([source])
     if isinstance(source, (list, tuple)):
         return Series(list(source))
-    from spherepde.viz.snapshots import run_config, run_kind
+    from spherepde.runs.folders import run_config, run_kind
 
     folder = Path(source)
     kind = run_kind(folder)
@@ -378,7 +378,7 @@ def plot_density_map(mesh, rho, *, t: float | None = None, projection: str = "eq
     rho = np.asarray(rho, float)
     if rho.shape != (mesh.n_cells,):
         raise ValueError(f"density has shape {rho.shape}, expected ({mesh.n_cells},)")
-    from spherepde.viz.snapshots import color_limits
+    from spherepde.viz.common import color_limits
 
     lo, hi = color_limits(rho, log=log) if clim is None else (float(clim[0]), float(clim[1]))
     fig = Figure(figsize=(7.2, 4.2), layout="constrained")
@@ -459,7 +459,8 @@ def write_figures(run_dir, out_dir=None, *, formats=("png",), times=None, projec
         if times:
             _log.warning("density maps are drawn for single runs; draw one of the path-NNN folders")
         return written
-    from spherepde.viz.snapshots import color_limits, load_snapshots
+    from spherepde.runs.folders import load_snapshots
+    from spherepde.viz.common import color_limits
 
     try:
         snaps = load_snapshots(folder)

@@ -17,7 +17,7 @@ Public functions
 :func:`interactive_viewer`
     a window with a time slider (needs a display).
 :func:`load_snapshots`, :func:`run_kind`
-    reading run folders (:mod:`spherepde.viz.snapshots`, re-exported here).
+    reading run folders (:mod:`spherepde.runs.folders`, re-exported here).
 
 Run folders are described in :mod:`spherepde.runs.runner`: snapshots come from
 ``snapshots.npz`` (``t`` (S,), ``rho`` (S, n_cells) or ``X`` (S, n, d)) or, while a run
@@ -40,17 +40,14 @@ from pathlib import Path
 
 import numpy as np
 
-from spherepde.viz.snapshots import (  # re-exported: reading runs is part of this module's API
-    RHO_TITLE,
+from spherepde.runs.folders import (  # re-exported: reading runs is part of this module's API
     NotARunFolderError,
     RunSnapshots,
-    _time_format,
-    _tokens3,
-    color_limits,
     load_snapshots,
     run_config,
     run_kind,
 )
+from spherepde.viz.common import RHO_TITLE, _time_format, _tokens3, color_limits
 
 __all__ = ["CAMERAS", "NotARunFolderError", "RunSnapshots", "color_limits", "load_snapshots", "run_config", "run_kind", "has_display", "plot_density", "plot_particles", "plot_run", "render_snapshots", "render_animation", "interactive_viewer"]
 

@@ -1,15 +1,14 @@
-"""Reading run folders for pictures: the kind of run, its configuration, its snapshots.
+"""Reading run folders: the kind of run, its configuration, its snapshots.
 
-No PyVista and no Matplotlib here: :mod:`spherepde.viz.render` and
-:mod:`spherepde.viz.plots` both read runs through this module. Snapshots come from
-``snapshots.npz`` (``t`` (S,), ``rho`` (S, n_cells) or ``X`` (S, n, d)) or, while a run
-is incomplete, from ``snapshots/NNNNNN.npz``; mesh runs store the mesh in ``mesh.npz``.
+Used by the pictures (:mod:`spherepde.viz`) and by runs that start from another run's
+state (``initial.kind = "run"``). Snapshots come from ``snapshots.npz`` (``t`` (S,),
+``rho`` (S, n_cells) or ``X`` (S, n, d)) or, while a run is incomplete, from
+``snapshots/NNNNNN.npz``; mesh runs store the mesh in ``mesh.npz``.
 """
 
 from __future__ import annotations
 
 import logging
-import math
 import tomllib
 import zipfile
 from dataclasses import dataclass
@@ -17,13 +16,10 @@ from pathlib import Path
 
 import numpy as np
 
+__all__ = ["NotARunFolderError", "run_config", "run_kind", "RunSnapshots", "load_snapshots"]
+
+
 _log = logging.getLogger(__name__)
-
-__all__ = ["RHO_TITLE", "NotARunFolderError", "run_config", "run_kind", "RunSnapshots", "load_snapshots", "color_limits"]
-
-
-#: Colour-bar title of densities (docs/model.md: rho is a density per unit area on S²).
-RHO_TITLE = "ρ (density per unit area)"
 
 
 class NotARunFolderError(ValueError):
@@ -189,53 +185,4 @@ def load_snapshots(run_dir) -> RunSnapshots:
         if rho.shape[1] != mesh.n_cells:
             raise ValueError(f"{folder}: snapshots have {rho.shape[1]} cells but mesh.npz has {mesh.n_cells}")
     return RunSnapshots(folder, "mesh" if rho is not None else "particles", ts, rho, X, mesh, complete)
-
-
-def color_limits(rho, *, log: bool = False, floor: float = 1e-6) -> tuple[float, float]:
-    """One colour range for densities ``rho`` (any shape).
-
-    Linear: (min, max), with min set to 0 when 0 <= min < 0.01 max. Log: (max(smallest
-    positive, floor * max), max). A constant density gets a +-1 % range.
-    """
-    r = np.asarray(rho, float)
-    r = r[np.isfinite(r)]
-    if r.size == 0:
-        return (0.0, 1.0)
-    hi = float(r.max())
-    if log:
-        pos = r[r > 0]
-        if pos.size == 0:
-            return (floor, 1.0)
-        hi = float(pos.max())
-        lo = max(float(pos.min()), floor * hi)
-    else:
-        lo = float(r.min())
-        if 0.0 <= lo < 0.01 * hi:  # a density: start the scale at 0 rather than at 1e-56
-            lo = 0.0
-    if not hi > lo:
-        c = hi if hi != 0 else 1.0
-        lo, hi = (c / 1.01, c * 1.01) if log else (c - 0.01 * abs(c), c + 0.01 * abs(c))
-    return (lo, hi)
-
-
-def _time_format(times) -> str:
-    """A format for times that tells neighbouring frames apart (at least 2 decimals)."""
-    t = np.unique(np.asarray(times, float))
-    gaps = np.diff(t)
-    gaps = gaps[gaps > 0]
-    digits = 2
-    if gaps.size:
-        digits = int(min(8, max(2, math.ceil(-math.log10(gaps.min())) + 1)))
-    return f"t = {{:.{digits}f}}"
-
-
-def _tokens3(X) -> np.ndarray:
-    X = np.asarray(X, float)
-    if X.ndim != 2:
-        raise ValueError(f"tokens must have shape (n, d), got {X.shape}")
-    if X.shape[1] == 3:
-        return X
-    if X.shape[1] == 2:  # S^1 drawn as the equator of S^2
-        return np.column_stack([X, np.zeros(len(X))])
-    raise ValueError(f"tokens live on S^{X.shape[1] - 1}; only d = 2 or 3 can be drawn on the sphere")
 
