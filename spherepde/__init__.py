@@ -38,6 +38,10 @@ def __getattr__(name):
         from spherepde.viz import render
 
         return getattr(render, name)
+    if name in ("open_run", "open_sweep", "export_netcdf", "diagnostics_frame"):
+        from spherepde.runs import dataset
+
+        return getattr(dataset, name)
     if name == "write_figures":
         from spherepde.viz.plots import write_figures
 
@@ -71,4 +75,8 @@ __all__ = [
     "plot_run",
     "render_animation",
     "write_figures",
+    "open_run",
+    "open_sweep",
+    "export_netcdf",
+    "diagnostics_frame",
 ]

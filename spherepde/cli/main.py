@@ -46,7 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 #: One module per subcommand group, in the order ``spherepde --help`` lists them.
-SUBCOMMAND_MODULES = ("run", "config", "mesh", "viz", "validate", "sweep", "bench")
+SUBCOMMAND_MODULES = ("run", "config", "mesh", "viz", "export", "validate", "sweep", "bench")
 
 
 def _register_optional(sub, common) -> None:

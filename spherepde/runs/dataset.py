@@ -1,0 +1,231 @@
+"""Run folders as labelled data: :func:`open_run` returns an :class:`xarray.Dataset`.
+
+One dataset per run folder, with units and long names on every variable and the resolved
+configuration and versions as dataset attributes, so a notebook (or ncview, or ParaView
+through NetCDF) sees what a run computed without knowing the folder layout:
+
+============================  =================================================================
+variable                      dims
+============================  =================================================================
+``rho``                       ``(time, cell)``: cell densities, mesh and ``both`` runs
+``x``                         ``(time, token, xyz)``: token positions, particle and ``both`` runs
+``cell_lon``, ``cell_lat``    ``(cell,)``: cell centres in degrees; ``cell_xyz`` ``(cell, xyz)``
+``cell_area``                 ``(cell,)``: spherical-triangle areas (sum 4 pi)
+``energy``, ``G2``, ...       ``(time_diag,)``: every column of ``diagnostics.csv``
+``D`` (or ``A`` and ``V``)    ``(time_w, head, i, j)``: the weight path (gradient / general heads)
+============================  =================================================================
+
+``time`` are the snapshot times, ``time_diag`` the record times of the diagnostics and
+``time_w`` the grid of the weight path. A Monte-Carlo folder (``path-NNN`` runs) stacks
+its paths along a ``path`` dimension. :func:`open_sweep` gives a sweep's ``results.csv``
+as a dataset over its runs, and :func:`diagnostics_frame` a run's diagnostics as a
+:class:`pandas.DataFrame`. :func:`export_netcdf` writes a dataset as NetCDF-4 with
+CF-style attributes (via h5netcdf: see README, "Results as data").
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from spherepde.runs.folders import NotARunFolderError, _mc_paths, load_snapshots, run_config, run_kind
+
+__all__ = ["COLUMN_ATTRS", "open_run", "open_sweep", "diagnostics_frame", "export_netcdf"]
+
+_DIMLESS = "1"
+#: Long names and units of the diagnostics columns (CF style: "1" is dimensionless).
+COLUMN_ATTRS = {
+    "t": ("time of the record", _DIMLESS),
+    "step": ("number of time steps taken", _DIMLESS),
+    "energy": ("interaction energy E = (1/2H) sum_h int int exp(x^T D_h y) dmu dmu", _DIMLESS),
+    "dEdt_partial": ("partial time derivative of E through the weights, with the Ito correction", _DIMLESS),
+    "martingale": ("martingale term M_t of the energy balance (Ito, left point)", _DIMLESS),
+    "transport": ("transport term int grad(dE/dmu) . v dmu", _DIMLESS),
+    "G2": ("dissipation G^2 (harmonic-mean mobility)", _DIMLESS),
+    "int_dEdt": ("time integral of dEdt_partial", _DIMLESS),
+    "int_transport": ("time integral of the transport term", _DIMLESS),
+    "int_G2": ("time integral of G^2", _DIMLESS),
+    "edi_paper": ("energy-dissipation identity residual, the paper's form", _DIMLESS),
+    "edi_exact": ("energy-dissipation identity residual, exact chain-rule form", _DIMLESS),
+    "mean_resultant": ("mean resultant length |int x dmu|", _DIMLESS),
+    "mass": ("total mass sum_c rho_c |C_c|", _DIMLESS),
+    "rho_min": ("minimum cell density", "sr-1"),
+    "rho_max": ("maximum cell density", "sr-1"),
+    "dt_last": ("last time step", _DIMLESS),
+}
+
+
+def _xr():
+    try:
+        import xarray
+    except ImportError:  # pragma: no cover - xarray is a dependency
+        raise ImportError('open_run needs xarray: pip install "xarray>=2024.1"') from None
+    return xarray
+
+
+def _read_csv(path: Path) -> dict[str, np.ndarray]:
+    import pandas as pd
+
+    if not path.is_file() or path.stat().st_size == 0:
+        return {}
+    df = pd.read_csv(path)
+    return {c: df[c].to_numpy(dtype=float) for c in df.columns}
+
+
+def diagnostics_frame(run_dir):
+    """A run's ``diagnostics.csv`` as a :class:`pandas.DataFrame` indexed by the record time ``t``."""
+    import pandas as pd
+
+    path = Path(run_dir) / "diagnostics.csv"
+    if not path.is_file():
+        raise FileNotFoundError(f"{run_dir}: no diagnostics.csv (is this a run folder?)")
+    return pd.read_csv(path).set_index("t", drop=False)
+
+
+def _flat_config(cfg: dict) -> dict:
+    out = {}
+    for section, table in cfg.items():
+        if isinstance(table, dict):
+            for k, v in table.items():
+                out[f"config_{section}_{k}"] = json.dumps(v) if isinstance(v, (list, dict, bool)) else v
+    return out
+
+
+def _weights(folder: Path) -> dict:
+    p = folder / "weights.npz"
+    if not p.is_file():
+        return {}
+    from spherepde.model.weights import WeightPath
+
+    path = WeightPath.load(p)
+    dims = ("time_w", "head", "i", "j")
+    if path.is_gradient:
+        data = {"D": (dims, np.asarray(path.A), {"long_name": "gradient-head matrices D_h(t) (A = D, V = s D)", "units": _DIMLESS})}
+    else:
+        data = {
+            "A": (dims, np.asarray(path.A), {"long_name": "attention matrices A_h(t)", "units": _DIMLESS}),
+            "V": (dims, np.asarray(path.V), {"long_name": "value matrices V_h(t)", "units": _DIMLESS}),
+        }
+    return {"vars": data, "coords": {"time_w": ("time_w", path.times, {"long_name": "time of the weight-path grid", "units": _DIMLESS})},
+            "attrs": {"weights_dt": path.dt, "weights_sign": path.sign, "weights_heads": path.heads, "weights_sigma": path.sigma}}
+
+
+def _open_single(folder: Path):
+    xr = _xr()
+    data_vars, coords, attrs = {}, {}, {}
+    kind = run_kind(folder)
+    snaps = None
+    try:
+        snaps = load_snapshots(folder)
+    except FileNotFoundError:
+        snaps = None
+    if snaps is not None:
+        coords["time"] = ("time", snaps.t, {"long_name": "time of the snapshot", "units": _DIMLESS})
+        if snaps.rho is not None:
+            mesh = snaps.mesh
+            c = np.asarray(mesh.centers if hasattr(mesh, "centers") else mesh.cell_centers, float)
+            data_vars["rho"] = (("time", "cell"), snaps.rho, {"long_name": "cell-averaged density of mu_t per unit area", "units": "sr-1"})
+            coords["cell_lon"] = ("cell", np.degrees(np.arctan2(c[:, 1], c[:, 0])), {"long_name": "longitude of the cell centre", "units": "degrees_east"})
+            coords["cell_lat"] = ("cell", np.degrees(np.arcsin(np.clip(c[:, 2], -1, 1))), {"long_name": "latitude of the cell centre", "units": "degrees_north"})
+            data_vars["cell_xyz"] = (("cell", "xyz"), c, {"long_name": "cell centre on the unit sphere", "units": _DIMLESS})
+            data_vars["cell_area"] = ("cell", np.asarray(mesh.areas, float), {"long_name": "area of the spherical-triangle cell", "units": "sr"})
+        if snaps.X is not None:
+            data_vars["x"] = (("time", "token", "xyz"), snaps.X, {"long_name": "token positions on the unit sphere", "units": _DIMLESS})
+    diag = _read_csv(folder / "diagnostics.csv")
+    if diag:
+        coords["time_diag"] = ("time_diag", diag["t"], {"long_name": "time of the diagnostics record", "units": _DIMLESS})
+        for col, values in diag.items():
+            if col == "t":
+                continue
+            long_name, units = COLUMN_ATTRS.get(col, (col, _DIMLESS))
+            if col.startswith("p_") and col[2:] in COLUMN_ATTRS:
+                long_name, units = "tokens: " + COLUMN_ATTRS[col[2:]][0], COLUMN_ATTRS[col[2:]][1]
+            data_vars[col] = ("time_diag", values, {"long_name": long_name, "units": units})
+    w = _weights(folder)
+    if w:
+        data_vars.update(w["vars"])
+        coords.update(w["coords"])
+        attrs.update(w["attrs"])
+    cfg = run_config(folder)
+    attrs.update(_flat_config(cfg))
+    summary = {}
+    if (folder / "summary.json").is_file():
+        try:
+            summary = json.loads((folder / "summary.json").read_text())
+        except (OSError, ValueError):
+            summary = {}
+    for k, v in (summary.get("versions") or {}).items():
+        attrs[f"version_{k}"] = str(v)
+    attrs.update({
+        "title": f"spherepde run {folder.name}",
+        "source": "spherepde (the Transformer PDE on the sphere)",
+        "Conventions": "CF-1.10",
+        "run_kind": kind,
+        "run_status": str(summary.get("status", "unknown")),
+        "run_folder": str(folder),
+    })
+    if (folder / "config.toml").is_file():
+        attrs["config_toml"] = (folder / "config.toml").read_text()
+    if not data_vars:
+        raise NotARunFolderError(f"{folder}: no diagnostics, snapshots or weights to read; is this a spherepde run folder?")
+    return xr.Dataset(data_vars, coords=coords, attrs=attrs)
+
+
+def open_run(run_dir):
+    """The run folder ``run_dir`` as an :class:`xarray.Dataset` (see the module docstring).
+
+    A Monte-Carlo folder stacks its ``path-NNN`` runs along a ``path`` dimension (paths
+    cut short are padded with NaN).
+    """
+    xr = _xr()
+    folder = Path(run_dir)
+    if not folder.is_dir():
+        raise FileNotFoundError(f"{folder}: no such run folder")
+    if run_kind(folder) == "montecarlo":
+        paths = _mc_paths(folder)
+        if not paths:
+            raise NotARunFolderError(f"{folder}: a Monte-Carlo folder without path-NNN runs")
+        sets = [_open_single(p) for p in paths]
+        ds = xr.concat(sets, dim="path", data_vars="different", coords="different", compat="equals", join="outer", combine_attrs="drop_conflicts")
+        ds = ds.assign_coords(path=("path", [p.name for p in paths]))
+        ds.attrs.update({"title": f"spherepde Monte-Carlo runs {folder.name}", "run_kind": "montecarlo", "run_folder": str(folder)})
+        return ds
+    return _open_single(folder)
+
+
+def open_sweep(sweep_dir):
+    """A sweep's ``results.csv`` as an :class:`xarray.Dataset` over its runs (dimension ``run``)."""
+    import pandas as pd
+
+    path = Path(sweep_dir) / "results.csv"
+    if not path.is_file():
+        raise FileNotFoundError(f"{sweep_dir}: no results.csv (is this a sweep folder?)")
+    df = pd.read_csv(path)
+    df.index.name = "run"
+    ds = df.to_xarray()
+    ds.attrs.update({"title": f"spherepde sweep {Path(sweep_dir).name}", "Conventions": "CF-1.10"})
+    return ds
+
+
+def export_netcdf(run_dir, target, *, force: bool = False) -> Path:
+    """Write :func:`open_run` (or :func:`open_sweep` for a sweep folder) of ``run_dir`` as NetCDF-4.
+
+    Refuses to overwrite ``target`` unless ``force``; writes through a temporary file, so an
+    interrupted export never leaves a half-written file under the target name.
+    """
+    target = Path(target)
+    if target.exists() and not force:
+        raise FileExistsError(f"{target} exists; choose another file or pass --force to overwrite it")
+    if target.parent and not target.parent.is_dir():
+        raise FileNotFoundError(f"{target.parent}: no such folder for the NetCDF file")
+    folder = Path(run_dir)
+    ds = open_sweep(folder) if (folder / "results.csv").is_file() and not (folder / "diagnostics.csv").is_file() else open_run(folder)
+    tmp = target.with_name(f".{target.name}.tmp")
+    try:
+        ds.to_netcdf(tmp, engine="h5netcdf", format="NETCDF4")
+        tmp.replace(target)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return target
