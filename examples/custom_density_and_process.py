@@ -1,0 +1,66 @@
+"""A density-level run with your own initial density and your own weight process.
+
+    python examples/custom_density_and_process.py            # icosphere 16, H = 4, T = 2 (~20 s)
+    python examples/custom_density_and_process.py --tiny     # seconds (what the test suite runs)
+
+* The initial density is a plain function of points on the sphere, f(X) for X of shape
+  (m, 3), turned into normalised cell averages by ``densities.cell_average`` (sub-cell
+  quadrature) and ``densities.normalise``.
+* The weight process is a frozen dataclass with a ``name``, a noise level ``sigma`` and a
+  ``drift(D, t)`` returning f_h(D_h, t) for all heads at once (shape (H, 3, 3)): the
+  weight SDE is dD_h = f_h dt + sigma dW^sym (docs/model.md §2). Here the heads relax
+  towards a target that rotates about the z axis, with a little noise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+import spherepde as sp
+from spherepde import densities
+
+
+@dataclass(frozen=True)
+class RotatingTarget:
+    """dD_h = (beta R(omega t) diag(1, 0.5, 0) R(omega t)^T - D_h) dt + sigma dW^sym."""
+
+    beta: float = 3.0
+    omega: float = 1.0
+    sigma: float = 0.2
+    name = "rotating-target"
+
+    def drift(self, D: np.ndarray, t: float) -> np.ndarray:
+        c, s = math.cos(self.omega * t), math.sin(self.omega * t)
+        R = np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
+        target = self.beta * R @ np.diag([1.0, 0.5, 0.0]) @ R.T
+        return target[None] - D
+
+
+def two_caps(X: np.ndarray) -> np.ndarray:
+    """Two smooth caps, around +z and around +x (any non-negative function of the points)."""
+    return np.exp(8.0 * X[:, 2]) + 0.5 * np.exp(8.0 * X[:, 0])
+
+
+def main(argv=None) -> dict:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--tiny", action="store_true", help="a tiny mesh and a short run (seconds)")
+    args = p.parse_args(argv)
+    level, H, T = (4, 2, 0.2) if args.tiny else (16, 4, 2.0)
+
+    mesh = sp.icosphere(level)
+    rho0 = densities.normalise(mesh, densities.cell_average(mesh, two_caps))
+    path = sp.generate_weight_path(RotatingTarget(), H=H, d=3, T=T, dt=0.01, seed=1, init="identity", sign=+1.0)
+    solver = sp.MeshSolver(mesh, rho0, path, order=2)
+    for t in np.linspace(0.0, T, 5)[1:]:
+        solver.advance(t)
+        row = solver.record()
+        print(f"t={t:5.2f}  E={row['energy']:.5f}  G2={row['G2']:.4f}  mass={row['mass']:.15f}  rho_max={row['rho_max']:.3f}")
+    return row
+
+
+if __name__ == "__main__":
+    main()
