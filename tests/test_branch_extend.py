@@ -90,3 +90,93 @@ def test_run_names_carry_the_overrides():
     # an explicit run.name wins
     ov = {"run.name": "mine", "model.H": 3}
     assert run_name(default_config().with_overrides(ov), ov) == "mine"
+
+
+# ---------------------------------------------------------------- extend
+def _csv(folder):
+    return (folder / "diagnostics.csv").read_text()
+
+
+@pytest.mark.parametrize("solver", ["mesh", "particles"])
+def test_extend_is_bit_identical_to_a_run_made_to_the_later_time(tmp_path, solver):
+    base = {**(TINY_MESH if solver == "mesh" else TINY_TOKENS), "solver.T": 0.1}
+    short, full = tmp_path / "short", tmp_path / "full"
+    runner.run(default_config().with_overrides(base), out=short, progress=False)
+    runner.run(default_config().with_overrides({**base, "solver.T": 0.2}), out=full, progress=False)
+    assert _csv(short) != _csv(full)
+    res = runner.resume(short, overrides={"solver.T": 0.2}, progress=False)
+    assert res.status == "completed"
+    assert _csv(short) == _csv(full)  # every row, every digit
+    with np.load(short / "snapshots.npz") as a, np.load(full / "snapshots.npz") as b:
+        assert sorted(a.files) == sorted(b.files)
+        for k in a.files:
+            np.testing.assert_array_equal(a[k], b[k])
+    with np.load(short / "weights.npz") as a, np.load(full / "weights.npz") as b:
+        for k in ("A", "V", "dM"):
+            np.testing.assert_array_equal(a[k], b[k])
+    from spherepde.runs.config import load_config
+
+    assert load_config(short / "config.toml").solver.T == 0.2
+    # extending again works (the edited-config check knows the new end time)
+    runner.resume(short, overrides={"solver.T": 0.25}, progress=False)
+    assert runner.read_diagnostics(short / "diagnostics.csv")["t"][-1] == pytest.approx(0.25)
+
+
+def test_extend_refuses_other_keys_and_earlier_times(tmp_path):
+    folder = tmp_path / "r"
+    runner.run(default_config().with_overrides({**TINY_MESH, "solver.T": 0.1}), out=folder, progress=False)
+    before = _csv(folder)
+    with pytest.raises(runner.RunFolderError, match="initial.kind"):
+        runner.resume(folder, overrides={"model.H": 3}, progress=False)
+    with pytest.raises(runner.RunFolderError, match="later time"):
+        runner.resume(folder, overrides={"solver.T": 0.05}, progress=False)
+    assert _csv(folder) == before
+
+
+def test_cli_resume_set_extends_and_run_set_names_the_folder(tmp_path, monkeypatch, capsys):
+    from spherepde.cli.main import main
+
+    monkeypatch.chdir(tmp_path)
+    sets = ["--set", "mesh.level=4", "--set", "model.H=1", "--set", "solver.T=0.1", "--set", "output.record_dt=0.05",
+            "--set", "output.snapshot_dt=0.05", "--set", "run.name=base"]
+    assert main(["run", *sets, "-q"]) == 0
+    assert main(["resume", "runs/base", "--set", "solver.T=0.2", "-q"]) == 0
+    assert runner.read_diagnostics(tmp_path / "runs/base/diagnostics.csv")["t"][-1] == pytest.approx(0.2)
+    assert main(["resume", "runs/base", "--set", "model.H=2"]) == 2
+    assert "solver.T" in capsys.readouterr().err
+    # the README's order: an example run twice with other --set values lands in two folders
+    ex = ["run", "--example", "paper-ou-particles", "--set", "solver.T=0.05", "--set", "output.record_dt=0.05",
+          "--set", "output.snapshot_dt=0.05", "-q"]
+    assert main([*ex, "--set", "model.H=1"]) == 0
+    assert main([*ex, "--set", "model.H=2"]) == 0
+    assert (tmp_path / "runs/paper-ou-particles-T0.05-record_dt0.05-snapshot_dt0.05-H1").is_dir()
+    assert (tmp_path / "runs/paper-ou-particles-T0.05-record_dt0.05-snapshot_dt0.05-H2").is_dir()
+
+
+# ---------------------------------------------------------------- branch as a config
+def test_branch_run_starts_from_the_snapshot_and_says_which(mesh_run, tmp_path, capsys):
+    import json
+
+    from spherepde.cli.main import main
+
+    out = tmp_path / "branch"
+    rc = main(["run", "--set", "mesh.level=4", "--set", "model.H=3", "--set", "solver.T=0.1", "--set", "output.record_dt=0.05",
+               "--set", "output.snapshot_dt=0.05", "--set", "initial.kind=run", "--set", f"initial.run={mesh_run}",
+               "--set", "initial.time=0.12", "--set", "weights.process=frozen", "--out", str(out), "-q"])
+    assert rc == 0
+    err = capsys.readouterr().err
+    assert "t = 0.1" in err and "nearest" in err  # which snapshot was used
+    with np.load(out / "snapshots.npz") as z, np.load(mesh_run / "snapshots.npz") as src:
+        np.testing.assert_array_equal(z["rho"][0], src["rho"][np.argmin(np.abs(src["t"] - 0.1))])
+    info = json.loads((out / "summary.json").read_text())["initial_from_run"]
+    assert info["time"] == pytest.approx(0.1) and info["requested_time"] == 0.12
+
+
+def test_branch_config_errors_are_one_line(tmp_path, capsys):
+    from spherepde.cli.main import main
+
+    assert main(["run", "--set", "initial.kind=run", "--out", str(tmp_path / "x")]) == 2
+    assert "initial.run" in capsys.readouterr().err
+    assert main(["run", "--set", "initial.kind=run", "--set", f"initial.run={tmp_path}", "--out", str(tmp_path / "y")]) == 2
+    assert "not a spherepde run folder" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()

@@ -85,9 +85,9 @@ def test_help(capsys):
     out = capsys.readouterr().out
     for word in ("--set", "--out", "--force", "--example"):
         assert word in out
-    # no command: the help, exit 0
-    code, out, _ = cli(capsys)
-    assert code == 0 and "usage: spherepde" in out
+    # no command: the help on stderr, exit 2 (issue 14)
+    code, out, err = cli(capsys)
+    assert code == 2 and "usage: spherepde" in err and not out
 
 
 def test_version(capsys):

@@ -28,11 +28,23 @@ def example_path(name: str) -> Path:
     return Path(str(resources.files(EXAMPLES_PACKAGE) / f"{name}.toml"))
 
 
+def check_one_source(args) -> None:
+    """A configuration file and ``--example`` together are refused (one of them would be ignored)."""
+    from spherepde.runs.config import ConfigError
+
+    if getattr(args, "example", None) and getattr(args, "config", None):
+        raise ConfigError(
+            f"give a configuration file or --example, not both ({args.config} and --example {args.example}); "
+            "add --set KEY=VALUE to change keys of either"
+        )
+
+
 def load_args_config(args):
     """The configuration named by ``args`` (a file, ``--example``, or the defaults) with ``--set`` applied."""
     from spherepde.runs.config import default_config, load_config, parse_override
 
     overrides = dict(parse_override(s) for s in (args.set or []))
+    check_one_source(args)
     if getattr(args, "example", None):
         return load_config(example_path(args.example), overrides)
     if args.config:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from spherepde.cli.common import example_path, examples, fail, load_args_config
+from spherepde.cli.common import check_one_source, example_path, examples, fail, load_args_config
 
 
 def cmd_config(args) -> int:
@@ -13,13 +13,14 @@ def cmd_config(args) -> int:
             first = text.splitlines()[0].lstrip("# ") if text else ""
             print(f"{name:32s} {first}")
         return 0
-    if args.example and not args.check:
-        print(example_path(args.example).read_text(), end="")
-        return 0
     try:
+        check_one_source(args)
+        if args.example and not args.check and not args.set:
+            print(example_path(args.example).read_text(), end="")
+            return 0
         cfg = load_args_config(args) if (args.config or args.set or args.example) else default_config()
-    except ConfigError as exc:
-        return fail(str(exc))
+    except (ConfigError, ValueError) as exc:
+        return fail(" ".join(str(exc).split()))
     if args.check:
         print("configuration is valid")
         return 0

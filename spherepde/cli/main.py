@@ -46,7 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 #: One module per subcommand group, in the order ``spherepde --help`` lists them.
-SUBCOMMAND_MODULES = ("run", "config", "mesh", "viz", "export", "validate", "sweep", "bench")
+SUBCOMMAND_MODULES = ("run", "config", "mesh", "viz", "compare", "export", "validate", "sweep", "bench")
 
 
 def _register_optional(sub, common) -> None:
@@ -59,8 +59,9 @@ def main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "command", None):
-        parser.print_help()
-        return 0
+        parser.print_help(sys.stderr)
+        print("spherepde: error: give a command, e.g. 'spherepde run' (see the list above)", file=sys.stderr)
+        return 2
     saved = (list(log.handlers), log.level, log.propagate)
     _setup_logging(args.verbose, args.quiet)
     try:

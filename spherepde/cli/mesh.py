@@ -9,16 +9,29 @@ from spherepde.cli.common import fail
 
 
 def cmd_mesh(args) -> int:
-    from spherepde.geometry.mesh import MeshError
-    from spherepde.geometry.meshio import icosphere, read_mesh
+    from pathlib import Path
 
+    from spherepde.geometry.mesh import PYVISTA_EXTENSIONS, MeshError
+    from spherepde.geometry.meshio import icosphere, icosphere_bytes, read_mesh
+    from spherepde.runs.config import ConfigError, available_memory, format_bytes
+
+    if args.out and Path(args.out).suffix.lower() not in (".npz", *PYVISTA_EXTENSIONS):
+        return fail(f"--out {args.out}: unsupported mesh file extension; use .npz or one of {', '.join(PYVISTA_EXTENSIONS)}")
     try:
         if args.file:
             mesh = read_mesh(args.file)
         else:
+            if args.level >= 1:
+                need = icosphere_bytes(args.level)
+                limit, source = available_memory()
+                if need > limit:
+                    return fail(
+                        f"level {args.level}: the icosphere has {20 * args.level**2:.3g} cells and needs about {format_bytes(need)} "
+                        f"of memory, but {format_bytes(limit)} is {source}; use a smaller level"
+                    )
             mesh = icosphere(args.level)
-    except (MeshError, FileNotFoundError) as exc:
-        return fail(str(exc))
+    except (MeshError, FileNotFoundError, ConfigError) as exc:
+        return fail(" ".join(str(exc).split()))
     q = mesh.quality()
     if args.json:
         print(json.dumps(q, indent=2))
@@ -33,7 +46,10 @@ def cmd_mesh(args) -> int:
     if args.out:
         from spherepde.geometry.meshio import write_mesh
 
-        write_mesh(mesh, args.out)
+        try:
+            write_mesh(mesh, args.out)
+        except (OSError, ValueError) as exc:
+            return fail(f"--out {args.out}: cannot write the mesh: {' '.join(str(exc).split())}")
         print(f"written {args.out}", file=sys.stderr)
     return 0
 

@@ -3,32 +3,79 @@
 from __future__ import annotations
 
 import json
+import signal
 import sys
+import traceback
+from contextlib import contextmanager
 
 from spherepde.cli.common import fail, load_args_config
 
 
-def cmd_run(args) -> int:
+@contextmanager
+def _sigterm_as_interrupt():
+    """SIGTERM behaves like Ctrl-C: a KeyboardInterrupt (during a run, the runner's guard turns it into a checkpoint)."""
+    def handler(signum, frame):
+        raise KeyboardInterrupt
+
+    try:
+        old = signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not in the main thread
+        old = None
+    try:
+        yield
+    finally:
+        if old is not None:
+            signal.signal(signal.SIGTERM, old)
+
+
+def _run_errors(args, call, *, before_start: str) -> int:
+    """Call ``call()`` and map its outcome to an exit status: 0 done, 1 failed while running,
+    2 bad input (nothing written), 130 interrupted. Errors are one line on stderr; the
+    traceback of a failed run is in its run.log (and on screen with -v)."""
     from spherepde.runs import runner
     from spherepde.runs.config import ConfigError
 
+    verbose = getattr(args, "verbose", 0)
     try:
-        cfg = load_args_config(args)
-    except ConfigError as exc:
-        return fail(str(exc))
-    progress = False if args.quiet else None
-    try:
-        if cfg.montecarlo.paths > 1:
-            res = runner.monte_carlo(cfg, out=args.out, force=args.force, progress=progress)
-        else:
-            res = runner.run(cfg, out=args.out, force=args.force, progress=progress)
-    except runner.RunExistsError as exc:
-        return fail(str(exc))
-    except (FileNotFoundError, ValueError) as exc:
-        return fail(str(exc))
+        with _sigterm_as_interrupt():
+            res = call()
+    except runner.RunFailedError as exc:
+        if verbose and exc.__cause__ is not None:
+            traceback.print_exception(exc.__cause__, file=sys.stderr)
+        return fail(str(exc), 1)
+    except runner.RunAborted as exc:
+        return fail(f"aborted by a second Ctrl-C; continue from the last checkpoint with: spherepde resume {exc.folder}", 130)
     except KeyboardInterrupt:
-        return fail("aborted by a second Ctrl-C; resume from the last checkpoint with 'spherepde resume RUN_DIR'", 130)
+        return fail(before_start, 130)
+    except (ConfigError, runner.RunExistsError, runner.RunFolderError, FileNotFoundError, ValueError) as exc:
+        if verbose:
+            traceback.print_exception(exc, file=sys.stderr)
+        return fail(" ".join(str(exc).split()))
+    except Exception as exc:  # anything else before the run started: nothing was written
+        if verbose:
+            traceback.print_exception(exc, file=sys.stderr)
+        msg = " ".join(str(exc).split())
+        return fail(f"{type(exc).__name__}: {msg}" if msg else type(exc).__name__)
     return _report(res, args.quiet)
+
+
+def cmd_run(args) -> int:
+    from spherepde.runs import runner
+
+    def call():
+        from spherepde.runs.config import parse_override
+        from spherepde.runs.names import run_name
+
+        cfg = load_args_config(args)
+        overrides = dict(parse_override(s) for s in (args.set or []))
+        if args.out is None and overrides:  # the folder name says what --set changed
+            cfg = cfg.with_overrides({"run.name": run_name(cfg, overrides)})
+        progress = False if args.quiet else None
+        if cfg.montecarlo.paths > 1:
+            return runner.monte_carlo(cfg, out=args.out, force=args.force, progress=progress)
+        return runner.run(cfg, out=args.out, force=args.force, progress=progress)
+
+    return _run_errors(args, call, before_start="interrupted before the run started; nothing to resume")
 
 
 def _report(res, quiet: bool) -> int:
@@ -51,13 +98,13 @@ def _report(res, quiet: bool) -> int:
 def cmd_resume(args) -> int:
     from spherepde.runs import runner
 
-    try:
-        res = runner.resume(args.run_dir, progress=False if args.quiet else None)
-    except (FileNotFoundError, ValueError) as exc:
-        return fail(str(exc))
-    except KeyboardInterrupt:
-        return fail("aborted by a second Ctrl-C; resume again from the last checkpoint with 'spherepde resume RUN_DIR'", 130)
-    return _report(res, args.quiet)
+    def call():
+        from spherepde.runs.config import parse_override
+
+        overrides = dict(parse_override(s) for s in (args.set or []))
+        return runner.resume(args.run_dir, progress=False if args.quiet else None, overrides=overrides)
+
+    return _run_errors(args, call, before_start="interrupted before the run continued; the run folder is unchanged")
 
 
 def register(sub, common) -> None:
@@ -66,11 +113,15 @@ def register(sub, common) -> None:
     r.add_argument("--example", help="run a shipped example config (see 'spherepde config --list-examples')")
     r.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a key, e.g. --set solver.T=2 (repeatable)")
     r.add_argument("--out", help="run folder (default: <run.out>/<run.name>)")
-    r.add_argument("--force", action="store_true", help="overwrite an existing run folder")
+    r.add_argument("--force", action="store_true", help="replace an existing run folder (only a folder a spherepde run wrote; anything else is refused)")
     common(r)
     r.set_defaults(func=cmd_run)
 
-    rs = sub.add_parser("resume", help="continue an interrupted run from its last checkpoint")
+    rs = sub.add_parser("resume", help="continue an interrupted run from its last checkpoint, or extend a run to a later time",
+                        description="Continue RUN_DIR from its last checkpoint (bit for bit the uninterrupted run). "
+                        "--set solver.T=T2 extends a run (finished or not) to a later time T2: the weight path continues "
+                        "with the same noise stream, and the result equals a run made to T2 from the start.")
     rs.add_argument("run_dir")
+    rs.add_argument("--set", action="append", metavar="solver.T=VALUE", help="extend the run to a later end time")
     common(rs)
     rs.set_defaults(func=cmd_resume)

@@ -183,15 +183,21 @@ def vmf_mixture(mesh, means, kappas, weights=None, *, subdivisions: int | None =
         raise ValueError(f"vMF weights must be {k} non-negative numbers with a positive sum, got {weights!r}")
     if np.any(kappas < 0) or not np.all(np.isfinite(kappas)):
         raise ValueError(f"vMF concentrations must be finite and >= 0, got {kappas}")
-    if np.any(np.linalg.norm(means, axis=1) == 0):
-        raise ValueError("vMF mean directions must be non-zero")
+    if not np.all(np.isfinite(means)) or np.any(np.linalg.norm(means, axis=1) == 0):
+        raise ValueError(f"vMF mean directions must be finite and non-zero, got {means.tolist()}")
     w = w / w.sum()
     scale = 1.0 / math.sqrt(max(float(kappas.max()), 1e-12))
 
     def f(X):
         return sum(wi * vmf_density(X, mi, ki) for wi, mi, ki in zip(w, means, kappas))
 
-    return normalise(mesh, cell_average(mesh, f, subdivisions=subdivisions, scale=scale))
+    rho = cell_average(mesh, f, subdivisions=subdivisions, scale=scale)
+    if not np.sum(rho * mesh.areas) > 0:
+        raise ValueError(
+            f"vMF density: with kappa = {float(kappas.max()):g} every cell average underflows to 0 on this mesh "
+            f"({mesh.n_cells} cells); use a smaller concentration (initial.kappas) or a finer mesh"
+        )
+    return normalise(mesh, rho)
 
 
 def projected_normal_density(X, mean, sigma: float) -> np.ndarray:
@@ -356,15 +362,21 @@ def from_particles(mesh, X, weights=None) -> np.ndarray:
 def from_file(mesh, path) -> np.ndarray:
     """Cell values from a ``.npy`` file (shape (nc,), read with allow_pickle=False), normalised."""
     path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"{path} is a directory; give a .npy file of cell densities")
     if not path.is_file():
         raise FileNotFoundError(f"density file not found: {path}")
     try:
-        arr = np.load(path, allow_pickle=False)
-    except ValueError as exc:
-        raise ValueError(f"cannot read {path} as a .npy array of cell densities: {exc}") from exc
+        # memory-mapped: only the header is read here, so a header claiming more data than
+        # the file holds fails at once and nothing large is allocated before the shape check
+        arr = np.load(path, allow_pickle=False, mmap_mode="r")
+    except (ValueError, OSError, EOFError) as exc:
+        raise ValueError(f"cannot read {path} as a .npy array of cell densities (damaged, or not a .npy file): {' '.join(str(exc).split())}") from exc
     if isinstance(arr, np.lib.npyio.NpzFile):
         arr.close()
         raise ValueError(f"{path}: expected a .npy array of shape ({mesh.n_cells},), got an .npz archive")  # noqa: TRY004
     if arr.shape != (mesh.n_cells,):
         raise ValueError(f"{path}: density has shape {arr.shape}, but the mesh has {mesh.n_cells} cells")
-    return normalise(mesh, arr)
+    if not (np.issubdtype(arr.dtype, np.floating) or np.issubdtype(arr.dtype, np.integer)):
+        raise ValueError(f"{path}: expected a real numeric array of cell densities, got dtype {arr.dtype}")
+    return normalise(mesh, np.array(arr, dtype=np.float64))

@@ -10,9 +10,11 @@ PyVista is imported only when a non-``.npz`` file is read or written.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 import operator
+import warnings
 from os import PathLike
 from pathlib import Path
 
@@ -20,7 +22,7 @@ import numpy as np
 
 from spherepde.geometry.mesh import PYVISTA_EXTENSIONS, MeshError, SphereMesh
 
-__all__ = ["icosphere", "load_mesh", "mesh_level_for_cells", "read_mesh", "write_mesh"]
+__all__ = ["icosphere", "icosphere_bytes", "load_mesh", "mesh_level_for_cells", "read_mesh", "write_mesh"]
 
 
 # --------------------------------------------------------------------------------------
@@ -58,6 +60,15 @@ def icosphere(n: int) -> SphereMesh:
     return _icosphere(_level(n))
 
 
+#: Memory per cell of an icosphere with its derived geometry (measured ~400 bytes).
+ICOSPHERE_BYTES_PER_CELL = 512
+
+
+def icosphere_bytes(n: int) -> float:
+    """About how much memory :func:`icosphere` ``(n)`` and its geometry take (a float: never overflows)."""
+    return 20.0 * float(n) ** 2 * ICOSPHERE_BYTES_PER_CELL
+
+
 def mesh_level_for_cells(n_cells: int) -> int:
     """Smallest icosphere level ``n >= 1`` with ``20 n^2 >= n_cells``."""
     n_cells = operator.index(n_cells)
@@ -67,6 +78,25 @@ def mesh_level_for_cells(n_cells: int) -> int:
     while n > 1 and 20 * (n - 1) ** 2 >= n_cells:
         n -= 1
     return n
+
+
+@contextlib.contextmanager
+def _quiet_vtk():
+    """Silence VTK while a file is read: its output window (error and warning text), its
+    logger (loguru lines on stderr) and pyvista's Python warnings. A damaged file is then
+    reported once, by the caller, as a one-line :class:`MeshError`."""
+    import pyvista as pv
+    from vtkmodules.vtkCommonCore import vtkObject
+
+    shown = vtkObject.GetGlobalWarningDisplay()
+    vtkObject.GlobalWarningDisplayOff()
+    try:
+        verbosity = getattr(pv, "vtk_verbosity", None)  # pyvista >= 0.45
+        with verbosity("off") if verbosity is not None else contextlib.nullcontext(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        vtkObject.SetGlobalWarningDisplay(shown)
 
 
 def read_mesh(path, *, merge_tolerance: float = 1e-10) -> SphereMesh:
@@ -85,6 +115,8 @@ def read_mesh(path, *, merge_tolerance: float = 1e-10) -> SphereMesh:
         or is not a closed 2-manifold sphere.
     """
     path = Path(path)
+    if path.is_dir():
+        raise MeshError(f"{str(path)!r} is a directory; give a mesh file (.npz/.vtk/.vtp/.ply/.obj/.stl).")
     if not path.is_file():
         raise FileNotFoundError(
             f"mesh file not found: {str(path)!r}. Give an existing "
@@ -97,9 +129,13 @@ def read_mesh(path, *, merge_tolerance: float = 1e-10) -> SphereMesh:
     import pyvista as pv
 
     try:
-        data = pv.read(path)
+        with _quiet_vtk():
+            data = pv.read(path)
     except Exception as exc:  # pyvista/VTK raise many exception types
-        raise MeshError(f"cannot read {str(path)!r} with pyvista: {exc}") from exc
+        msg = " ".join(str(exc).split())
+        raise MeshError(f"cannot read {str(path)!r} as a {path.suffix} mesh (damaged or not a mesh file): {msg}") from exc
+    if data is None:
+        raise MeshError(f"cannot read {str(path)!r} as a {path.suffix} mesh (damaged or not a mesh file).")
     if isinstance(data, pv.MultiBlock):
         data = data.combine()
     if not isinstance(data, pv.PolyData):

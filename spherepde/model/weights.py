@@ -240,22 +240,116 @@ def initial_matrices(kind: str, H: int, d: int, rng: np.random.Generator | None 
     raise ValueError(f"unknown initial matrix kind {kind!r}; use 'gaussian', 'identity', 'beta' or 'file'")
 
 
+def _npy_header(fh) -> tuple[tuple, np.dtype] | None:
+    """(shape, dtype) from the header of an open .npy stream (None: a format version this
+    numpy cannot parse without reading the data)."""
+    fmt = np.lib.format
+    version = fmt.read_magic(fh)
+    if version == (1, 0):
+        shape, _, dtype = fmt.read_array_header_1_0(fh)
+    elif version == (2, 0):
+        shape, _, dtype = fmt.read_array_header_2_0(fh)
+    else:
+        return None
+    return tuple(shape), np.dtype(dtype)
+
+
+def _check_claim(where: str, shape: tuple, dtype: np.dtype, stored: int) -> None:
+    """Refuse, before anything is allocated, an array whose header asks for more bytes than
+    the file holds (damaged or forged) or than the memory available, and object arrays."""
+    if dtype.hasobject:
+        raise ValueError(f"{where}: holds Python objects (dtype {dtype}), which are never loaded (nothing is unpickled); save a numeric array")
+    nbytes = math.prod(int(s) for s in shape) * dtype.itemsize
+    if nbytes > stored:
+        raise ValueError(
+            f"{where}: damaged: its header claims an array of shape {shape} ({_fmt_bytes(nbytes)}) "
+            f"but the file holds only {stored} bytes of data"
+        )
+    if nbytes > 2**28:
+        from spherepde.runs.config import available_memory
+
+        limit, source = available_memory()
+        if nbytes > limit:
+            raise ValueError(f"{where}: the array of shape {shape} needs {_fmt_bytes(nbytes)}, but {_fmt_bytes(limit)} of memory is {source}")
+
+
+def _fmt_bytes(n: float) -> str:
+    from spherepde.runs.config import format_bytes
+
+    return format_bytes(n)
+
+
+def _check_npy_file(path: Path) -> None:
+    with open(path, "rb") as fh:
+        try:
+            header = _npy_header(fh)
+        except ValueError as exc:
+            raise ValueError(f"{path}: not a NumPy .npy/.npz array file ({' '.join(str(exc).split())})") from None
+        if header is not None:
+            _check_claim(str(path), *header, stored=path.stat().st_size - fh.tell())
+
+
+def _check_npz_members(path: Path, names) -> None:
+    """Header checks (:func:`_check_claim`) of the members ``names`` of an .npz archive."""
+    import zipfile
+
+    with zipfile.ZipFile(path) as zf:
+        for name in names:
+            try:
+                info = zf.getinfo(f"{name}.npy")
+            except KeyError:
+                continue
+            with zf.open(info) as fh:
+                try:
+                    header = _npy_header(fh)
+                except ValueError as exc:
+                    raise ValueError(f"{path}: array {name!r} is not a NumPy array ({' '.join(str(exc).split())})") from None
+                if header is not None:
+                    _check_claim(f"{path} (array {name!r})", *header, stored=info.file_size - fh.tell())
+
+
+def _open_arrays(path: Path):
+    """``np.load`` of a .npy/.npz file after its headers were checked (no pickles, no
+    allocation a header merely claims); read errors are ValueErrors naming the file."""
+    import zipfile
+
+    if path.is_dir():
+        raise ValueError(f"{path} is a directory; give a .npy or .npz file")
+    if not path.is_file():
+        raise FileNotFoundError(f"file not found: {path}")
+    try:
+        if zipfile.is_zipfile(path):
+            with zipfile.ZipFile(path) as zf:
+                names = [n[:-4] for n in zf.namelist() if n.endswith(".npy")]
+            _check_npz_members(path, names)
+        else:
+            _check_npy_file(path)
+        return np.load(path, allow_pickle=False)
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
+        msg = " ".join(str(exc).split())
+        if str(path) in msg:
+            raise ValueError(msg) from exc
+        raise ValueError(f"{path}: not a readable NumPy .npy/.npz array file ({msg})") from exc
+
+
+#: The arrays and scalars of a saved :class:`WeightPath` (``meta`` is optional).
+PATH_KEYS = ("dt", "A", "V", "drift", "dM", "sigma", "heads", "sign")
+
+
 def _read_array(file, key: str) -> np.ndarray:
     if file is None:
         raise ValueError("a file path is required")
     path = Path(file)
-    if not path.is_file():
-        raise FileNotFoundError(f"file not found: {path}")
-    try:
-        data = np.load(path, allow_pickle=False)
-    except (ValueError, OSError, EOFError) as exc:
-        raise ValueError(f"{path}: not a readable NumPy .npy/.npz array file ({exc})") from exc
+    data = _open_arrays(path)
     if isinstance(data, np.lib.npyio.NpzFile):
         with data:
             if key in data.files:
                 arr = np.array(data[key])
             elif len(data.files) == 1:
                 arr = np.array(data[data.files[0]])
+            elif key == "D" and set(PATH_KEYS) & set(data.files):
+                missing = [k for k in PATH_KEYS if k not in data.files]
+                raise ValueError(f"{path} is a spherepde weight path missing {missing}; it cannot be used (save it again with WeightPath.save)")
             else:
                 raise ValueError(f"{path}: expected an array named {key!r} (found {data.files})")
     else:
@@ -263,6 +357,17 @@ def _read_array(file, key: str) -> np.ndarray:
     if not (np.issubdtype(arr.dtype, np.floating) or np.issubdtype(arr.dtype, np.integer)):
         raise ValueError(f"{path}: expected a real numeric array, got dtype {arr.dtype}")
     return arr
+
+
+def _asymmetry(M: np.ndarray) -> tuple[tuple, float]:
+    """Where (index tuple over the leading axes) and how much max |M - M^T| is largest."""
+    diff = np.abs(M - np.swapaxes(M, -1, -2)).max(axis=(-1, -2))
+    idx = np.unravel_index(int(np.argmax(diff)), diff.shape)
+    return tuple(int(i) for i in idx), float(diff[idx])
+
+
+def _symmetric(M: np.ndarray) -> bool:
+    return bool(np.allclose(M, np.swapaxes(M, -1, -2), atol=1e-12))
 
 
 # ---------------------------------------------------------------------------- the path
@@ -380,24 +485,65 @@ class WeightPath:
 
     @classmethod
     def load(cls, path) -> WeightPath:
+        """Read a path written by :meth:`save`, checking it as input: every key present,
+        headers before data (no pickles, no forged sizes), finite arrays of consistent
+        shapes, dt > 0, s = +-1, and for gradient heads symmetric A with V = s A.
+        Problems raise ValueError naming the file (FileNotFoundError if it is missing)."""
         path = Path(path)
-        if not path.is_file():
+        if not path.exists():
             raise FileNotFoundError(f"weight path file not found: {path}")
-        with np.load(path, allow_pickle=False) as z:
-            missing = {"dt", "A", "V", "drift", "dM"} - set(z.files)
+        data = _open_arrays(path)
+        if not isinstance(data, np.lib.npyio.NpzFile):
+            raise ValueError(f"{path} is a single .npy array, not a spherepde weight path (an .npz archive with {', '.join(PATH_KEYS)})")
+        with data as z:
+            missing = [k for k in PATH_KEYS if k not in z.files]
             if missing:
-                raise ValueError(f"{path} is not a spherepde weight path (missing {sorted(missing)})")
-            return cls(
-                dt=float(z["dt"]),
-                A=np.array(z["A"]),
-                V=np.array(z["V"]),
-                drift=np.array(z["drift"]),
-                dM=np.array(z["dM"]),
-                sigma=float(z["sigma"]),
-                heads=str(z["heads"]),
-                sign=float(z["sign"]),
-                meta=json.loads(str(z["meta"])),
+                raise ValueError(f"{path} is not a spherepde weight path: it lacks {missing} (a saved path has {', '.join(PATH_KEYS)})")
+            try:
+                arrays = {k: np.array(z[k]) for k in ("A", "V", "drift", "dM")}
+                dt, sigma, sign = float(z["dt"]), float(z["sigma"]), float(z["sign"])
+                heads = str(z["heads"])
+                meta = json.loads(str(z["meta"])) if "meta" in z.files else {}
+            except (ValueError, TypeError, KeyError, OSError, EOFError) as exc:
+                raise ValueError(f"{path}: damaged weight path ({' '.join(str(exc).split())})") from exc
+        _check_loaded_path(path, arrays, dt, sigma, sign, heads)
+        return cls(dt=dt, sigma=sigma, heads=heads, sign=sign, meta=meta if isinstance(meta, dict) else {},
+                   **{k: v.astype(float, copy=False) for k, v in arrays.items()})
+
+
+def _check_loaded_path(path: Path, arrays: dict, dt: float, sigma: float, sign: float, heads: str) -> None:
+    for name, arr in arrays.items():
+        if not (np.issubdtype(arr.dtype, np.floating) or np.issubdtype(arr.dtype, np.integer)):
+            raise ValueError(f"{path}: {name} must be a real numeric array, got dtype {arr.dtype}")
+    A = arrays["A"]
+    if A.ndim != 4 or A.shape[2] != A.shape[3] or A.shape[0] < 2 or A.shape[1] < 1:
+        raise ValueError(f"{path}: A has shape {A.shape}; a weight path has A of shape (K+1, H, d, d) with K >= 1")
+    K1, H, d, _ = A.shape
+    for name, shape in (("V", A.shape), ("drift", A.shape), ("dM", (K1 - 1, H, d, d))):
+        if arrays[name].shape != shape:
+            raise ValueError(f"{path}: {name} has shape {arrays[name].shape}, expected {shape} (A is {A.shape})")
+    if not (math.isfinite(dt) and dt > 0):
+        raise ValueError(f"{path}: the grid step dt = {dt} must be a positive number")
+    if not (math.isfinite(sigma) and sigma >= 0):
+        raise ValueError(f"{path}: sigma = {sigma} must be a finite number >= 0")
+    if sign not in (-1.0, 1.0):
+        raise ValueError(f"{path}: sign s = {sign} must be -1 or +1")
+    if heads not in ("gradient", "general"):
+        raise ValueError(f"{path}: heads = {heads!r} must be 'gradient' or 'general'")
+    for name, arr in arrays.items():
+        bad = ~np.isfinite(arr)
+        if bad.any():
+            k, h = (int(i) for i in np.argwhere(bad)[0][:2])
+            raise ValueError(f"{path}: {name} contains {int(bad.sum())} NaN or infinite value(s), e.g. at grid point {k}, head {h}")
+    if heads == "gradient":
+        if not _symmetric(A):
+            (k, h), asym = _asymmetry(A)
+            raise ValueError(
+                f"{path}: gradient heads need symmetric matrices, but A of head {h} at grid point {k} (t = {k * dt:g}) "
+                f"has max |A - A^T| = {asym:.3g}; symmetrise it, or save the path with general heads"
             )
+        if not np.allclose(arrays["V"], sign * A, rtol=1e-12, atol=1e-12):
+            raise ValueError(f"{path}: gradient heads need V = s A with s = {sign:+g}, but V differs; the file is inconsistent")
 
 
 def _sym_noise(rng: np.random.Generator, H: int, d: int) -> np.ndarray:
@@ -505,8 +651,13 @@ def generate_weight_path(
             raise ValueError(f"initial matrices have shape {D0.shape}, expected ({H}, {d}, {d})")
     else:
         D0 = initial_matrices(init, H, d, init_rng, beta=beta, file=init_file)
-    if heads == "gradient" and not np.allclose(D0, np.swapaxes(D0, 1, 2), atol=1e-12):
-        raise ValueError("gradient heads need symmetric initial matrices D_h(0)")
+    if heads == "gradient" and not _symmetric(D0):
+        (h,), asym = _asymmetry(D0)
+        where = f" in {init_file}" if isinstance(init, str) and init == "file" else ""
+        raise ValueError(
+            f"gradient heads need symmetric initial matrices D_h(0), but head {h}{where} has max |D - D^T| = {asym:.3g}; "
+            "symmetrise them ((D + D^T) / 2) or use general heads"
+        )
     A, f, dM = _simulate(process, D0, T, dt, np.random.default_rng(noise_ss), scheme)
     if heads == "gradient":
         V = sign * A
@@ -550,7 +701,11 @@ def weight_path_from_arrays(D, dt: float, *, sign: float = -1.0, V=None) -> Weig
     drift = np.concatenate([slope, slope[-1:]], axis=0)
     heads = "gradient" if V is None else "general"
     if V is None:
-        if not np.allclose(D, np.swapaxes(D, 2, 3), atol=1e-12):
-            raise ValueError("gradient heads need symmetric matrices; pass V for general heads")
+        if not _symmetric(D):
+            (k, h), asym = _asymmetry(D)
+            raise ValueError(
+                f"gradient heads need symmetric matrices, but D of head {h} at grid point {k} (t = {k * dt:g}) has "
+                f"max |D - D^T| = {asym:.3g}; symmetrise it, or pass V for general heads"
+            )
         V = sign * D
     return WeightPath(dt=float(dt), A=D, V=np.array(V, dtype=float), drift=drift, dM=np.zeros_like(slope), sigma=0.0, heads=heads, sign=float(sign), meta={"process": "file"})

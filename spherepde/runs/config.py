@@ -67,7 +67,7 @@ class WeightsSection:
 
 @dataclass(frozen=True)
 class InitialSection:
-    kind: str = _f("octahedral", "initial tokens/density: 'octahedral' (paper), 'uniform', 'vmf', 'harmonic' (mesh only: uniform + eps Y_lm), 'file'", choices=("octahedral", "uniform", "vmf", "harmonic", "file"))
+    kind: str = _f("octahedral", "initial tokens/density: 'octahedral' (paper), 'uniform', 'vmf', 'harmonic' (mesh only: uniform + eps Y_lm), 'file', 'run' (another run's snapshot)", choices=("octahedral", "uniform", "vmf", "harmonic", "file", "run"))
     n: int = _f(200, "number of tokens (particle solver)", min=1)
     seed: int = _f(0, "seed of the initial tokens", min=0)
     sigma: float = _f(0.05, "octahedral: per-coordinate Gaussian spread", gt=0.0)
@@ -78,6 +78,8 @@ class InitialSection:
     m: int = _f(0, "harmonic: order m (-l <= m <= l)")
     eps: float = _f(0.1, "harmonic: amplitude eps of uniform * (1 + eps Y_lm)")
     file: str = _f("", "kind = 'file': .npy tokens (n, d) or cell densities (n_cells,)")
+    run: str = _f("", "kind = 'run': the run folder to start from (its density or tokens at the snapshot nearest 'time')")
+    time: float = _f(0.0, "kind = 'run': the time of that run to start from (the nearest snapshot is used, and named in the log)", min=0.0)
 
 
 @dataclass(frozen=True)
@@ -102,7 +104,9 @@ class SolverSection:
 class OutputSection:
     record_dt: float = _f(0.05, "time between diagnostics rows (a multiple of the weight grid step)", gt=0.0)
     snapshot_dt: float = _f(0.5, "time between snapshots of tokens/density (a multiple of record_dt)", gt=0.0)
-    vtk: bool = _f(True, "mesh runs: also write a VTK series (.vtp per snapshot + .pvd index)")
+    vtk: bool = _f(True, "write VTK series for ParaView/PyVista: mesh and both runs vtk/density_NNNNNN.vtp + density.pvd, particle and both runs vtk/tokens_NNNNNN.vtp + tokens.pvd")
+    distances: str = _f("cheap", "run.solver = 'both': mesh-vs-token distances per record: 'cheap' = l1_hist + w1_sliced (about 0.2 s per record at 5120 cells x 2000 tokens), 'all' = also the exact W1 w1_exact (about 7 s per record there, grows like cells x tokens), 'none'", choices=("cheap", "all", "none"))
+    distance_every: int = _f(1, "run.solver = 'both': compute the distances every N records only (and at T); other rows hold NaN", min=1)
     checkpoint_every: int = _f(200, "write a checkpoint every N records", min=1)
     checkpoint_minutes: float = _f(5.0, "... or after this many minutes of wall time", gt=0.0)
 
@@ -155,14 +159,22 @@ def _check_type(key: str, value, default):
         return value
     if isinstance(default, int):
         if isinstance(value, bool) or not isinstance(value, int):
-            if isinstance(value, float) and value.is_integer():
-                return int(value)
-            raise ConfigError(f"{key}: expected an integer, got {value!r}")
+            if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+                value = int(value)
+            elif isinstance(value, float) and not math.isfinite(value):
+                raise ConfigError(f"{key}: must be a finite integer, got {value!r}")
+            else:
+                raise ConfigError(f"{key}: expected an integer, got {value!r}")
+        if abs(value) > INT_MAX:
+            raise ConfigError(f"{key}: {_short(value)} is too large for an integer key (at most {INT_MAX})")
         return value
     if isinstance(default, float):
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ConfigError(f"{key}: expected a number, got {value!r}")
-        value = float(value)
+        try:
+            value = float(value)
+        except OverflowError:
+            raise ConfigError(f"{key}: {_short(value)} is too large for a floating-point number") from None
         if not math.isfinite(value):
             raise ConfigError(f"{key}: must be finite, got {value!r}")
         return value
@@ -173,8 +185,43 @@ def _check_type(key: str, value, default):
     if isinstance(default, list):
         if not isinstance(value, list):
             raise ConfigError(f"{key}: expected a list, got {value!r}")
+        if key in _NUMBER_LISTS:
+            _check_number_list(key, value)
         return value
     return value
+
+
+#: Largest integer a key accepts (a C int64: seeds, counts and sizes beyond it overflow).
+INT_MAX = 2**63 - 1
+
+#: List keys that hold numbers (or, for the vMF means, lists of numbers): every entry finite.
+_NUMBER_LISTS = ("initial.means", "initial.kappas", "initial.weights")
+
+
+def _short(value) -> str:
+    """A number as it fits in one line of an error message (huge integers in e-notation)."""
+    if isinstance(value, int) and abs(value) >= 10**16:
+        digits = str(abs(value))
+        return f"{'-' if value < 0 else ''}{digits[0]}.{digits[1:4]}e+{len(digits) - 1}"
+    return repr(value)
+
+
+def _check_number_list(key: str, value: list, depth: int = 0) -> None:
+    """A list key holds numbers or lists of numbers (vMF means), all finite."""
+    for item in value:
+        if isinstance(item, list):
+            if depth >= 1:
+                raise ConfigError(f"{key}: nested too deeply; expected numbers or a list of vectors (lists of numbers)")
+            _check_number_list(key, item, depth + 1)
+            continue
+        if isinstance(item, bool) or not isinstance(item, (int, float)):
+            raise ConfigError(f"{key}: every entry must be a number, got {item!r}")
+        try:
+            ok = math.isfinite(float(item))
+        except OverflowError:
+            ok = False
+        if not ok:
+            raise ConfigError(f"{key}: every entry must be a finite number, got {_short(item)}")
 
 
 def _check_range(key: str, value, meta):
@@ -216,7 +263,7 @@ def config_from_dict(data: dict, *, base_dir: Path | None = None) -> Config:
     return _absolute_paths(cfg, base_dir or Path.cwd())
 
 
-_FILE_KEYS = (("weights", "init_file"), ("weights", "path_file"), ("initial", "file"), ("mesh", "file"))
+_FILE_KEYS = (("weights", "init_file"), ("weights", "path_file"), ("initial", "file"), ("initial", "run"), ("mesh", "file"))
 
 
 def _absolute_paths(cfg: Config, base: Path) -> Config:
@@ -231,11 +278,15 @@ def _absolute_paths(cfg: Config, base: Path) -> Config:
 
 def _is_multiple(a: float, b: float) -> bool:
     r = a / b
+    if not math.isfinite(r):
+        return False
     return abs(r - round(r)) < 1e-9 * max(1.0, r) and round(r) >= 1
 
 
 def _check_consistency(cfg: Config, base_dir: Path | None) -> None:
     solver, model, w, ini, out = cfg.run.solver, cfg.model, cfg.weights, cfg.initial, cfg.output
+    _check_run_name(cfg.run.name)
+    _check_sanity_bounds(cfg)
     if solver == "both" and cfg.solver.dt:
         raise ConfigError("solver.dt: with run.solver = 'both' the mesh step is adaptive (dt = 0) and tokens use the weight grid step")
     if solver in ("mesh", "both") and model.d != 3:
@@ -266,6 +317,16 @@ def _check_consistency(cfg: Config, base_dir: Path | None) -> None:
             raise ConfigError("initial.weights: one non-negative weight per mean, not all zero")
         if any(k < 0 for k in kappas):
             raise ConfigError("initial.kappas: concentrations must be >= 0")
+        if max(kappas) > KAPPA_MAX:
+            raise ConfigError(
+                f"initial.kappas: {max(kappas):g} is too large: above {KAPPA_MAX:g} the spread 1/sqrt(kappa) is below "
+                "double precision on the sphere (use a concentration <= 1e30)"
+            )
+        for i, m in enumerate(means):
+            if not any(m):
+                raise ConfigError(f"initial.means: mean {i + 1} is the zero vector {ini.means[i]!r}; a vMF mean is a direction, give a non-zero vector")
+    check_resources(cfg)  # before the grid checks below, which need T / dt to be a sane number
+    _check_euler_growth(cfg)
     if cfg.solver.T < w.dt or not _is_multiple(cfg.solver.T, w.dt):
         raise ConfigError(f"solver.T: T = {cfg.solver.T} must be a whole multiple of weights.dt = {w.dt}")
     if not _is_multiple(out.record_dt, w.dt):
@@ -295,25 +356,347 @@ def _check_consistency(cfg: Config, base_dir: Path | None) -> None:
             if not value:
                 raise ConfigError(f"{key}: a file is required here; give its path")
             p = Path(value) if Path(value).is_absolute() else base / value
-            if not p.is_file():
+            if p.is_dir():
+                raise ConfigError(f"{key}: {p} is a directory; give the path of a file")
+            if not p.exists():
                 raise ConfigError(f"{key}: file not found: {p}")
+            if not p.is_file():
+                raise ConfigError(f"{key}: {p} is not a regular file; give the path of a file")
+    if ini.kind == "run":
+        if not ini.run:
+            raise ConfigError("initial.run: initial.kind = 'run' needs the run folder to start from, e.g. initial.run = \"runs/paper-ou-mesh\"")
+        src = Path(ini.run) if Path(ini.run).is_absolute() else base / ini.run
+        if not (src / "config.toml").is_file():
+            raise ConfigError(f"initial.run: {src} is not a spherepde run folder (no config.toml); give the folder of a run")
+    if w.process == "file":
+        _check_path_file(cfg, Path(w.path_file) if Path(w.path_file).is_absolute() else base / w.path_file)
     if cfg.montecarlo.paths > 1 and w.process == "file":
         raise ConfigError("montecarlo.paths: Monte-Carlo over noise paths needs a generated weight process, not 'file'")
 
 
-def _parse_toml_text(text: str, origin: str) -> dict:
+# ------------------------------------------------------------------ sanity and resources
+#: Largest vMF concentration: beyond it the spread 1/sqrt(kappa) is below double precision.
+KAPPA_MAX = 1e30
+
+#: Sanity upper bounds of float keys whose larger values cannot be computed with at all
+#: (key -> (bound, why)); everything below them is allowed (a run may still stop with a reason).
+_SANITY_MAX = {
+    "weights.sigma": (1e150, "sigma^2 overflows double precision"),
+}
+
+
+def _check_run_name(name: str) -> None:
+    """``run.name`` is one plain folder name inside ``run.out`` (never a path)."""
+    if not name:
+        return
+    bad = (
+        "/" in name or "\\" in name or name.strip() in (".", "..") or "\x00" in name
+        or Path(name).is_absolute() or name != name.strip() or (len(name) > 1 and name[1] == ":")
+    )
+    if bad:
+        raise ConfigError(
+            f"run.name: {name!r} must be a plain folder name (no '/', '\\', '..', drive or absolute path, "
+            "no leading or trailing spaces); put the parent folder in run.out"
+        )
+    if len(name.encode()) > 200:
+        raise ConfigError(f"run.name: {len(name.encode())} bytes is too long for a folder name; use at most 200")
+
+
+def _check_sanity_bounds(cfg: Config) -> None:
+    for key, (bound, why) in _SANITY_MAX.items():
+        sec, _, name = key.partition(".")
+        value = getattr(getattr(cfg, sec), name)
+        if abs(value) > bound:
+            raise ConfigError(f"{key}: {value:g} is too large ({why}); use at most {bound:g}")
+
+
+def _check_euler_growth(cfg: Config) -> None:
+    """Euler--Maruyama for dD = r (M - D) dt + ... multiplies deviations by (1 - r dt) per
+    step; with r dt > 2 they grow, and a path that grows past double precision (|1 - r dt|^K
+    > 1e300) can never be computed. ``ou``: r = kappa; ``oscillating``: r = 1."""
+    w = cfg.weights
+    if w.scheme != "euler" or w.process not in ("ou", "oscillating"):
+        return
+    rate, key = (w.kappa, "weights.kappa") if w.process == "ou" else (1.0, "weights.dt")
+    factor = abs(1.0 - rate * w.dt)
+    if factor <= 1.0:
+        return
+    if w.process == "ou" and w.sigma == 0 and (
+        (w.init == "identity" and w.mean == 1.0) or (w.init == "beta" and w.beta == w.mean)
+    ) and (cfg.model.heads == "gradient" or w.value_init == w.init):
+        return  # the path starts at the mean and nothing excites the unstable mode
+    steps = cfg.solver.T / w.dt
+    log_growth = steps * math.log10(factor)
+    if log_growth > 300:
+        what = f"kappa * weights.dt = {rate * w.dt:g}" if w.process == "ou" else f"weights.dt = {w.dt:g}"
+        raise ConfigError(
+            f"{key}: {what} > 2 makes the Euler-Maruyama weight path grow like |1 - r dt|^K = 1e{log_growth:.0f} "
+            f"over K = {steps:.6g} steps (it overflows); use weights.scheme = 'exact' or weights.dt < {2 / rate:g}"
+        )
+
+
+def format_bytes(n: float) -> str:
+    """``1.5 GiB``; an overflowing estimate reads ``more than 1e300 bytes``."""
+    if not math.isfinite(n) or n > 1e300:
+        return "more than 1e300 bytes"
+    for unit, size in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= size:
+            return f"{n / size:.3g} {unit}"
+    return f"{int(n)} bytes"
+
+
+def _parse_size(text: str) -> int:
+    t = text.strip().upper().removesuffix("B").removesuffix("I")
+    mult = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}.get(t[-1:], 1)
+    number = t[:-1] if t[-1:] in "KMGT" and t else t
+    value = float(number) * mult
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError(text)
+    return int(value)
+
+
+#: Memory assumed when the machine does not tell (no psutil, no /proc, no sysconf).
+FALLBACK_MEMORY = 16 * 2**30
+
+
+def available_memory() -> tuple[int, str]:
+    """(bytes a run may use, where that number comes from).
+
+    ``SPHEREPDE_MAX_MEMORY`` (e.g. ``8G``) wins; otherwise the memory available now
+    (psutil, else /proc/meminfo MemAvailable, else the physical memory from sysconf),
+    capped by a cgroup (container, batch job) limit; else :data:`FALLBACK_MEMORY`.
+    """
+    import os
+
+    env = os.environ.get("SPHEREPDE_MAX_MEMORY", "").strip()
+    if env:
+        try:
+            return _parse_size(env), "SPHEREPDE_MAX_MEMORY"
+        except (ValueError, IndexError):
+            raise ConfigError(f"SPHEREPDE_MAX_MEMORY: {env!r} is not a size; use e.g. 8G, 512M or a number of bytes") from None
+    avail, source = None, "available"
+    try:
+        import psutil
+
+        avail = int(psutil.virtual_memory().available)
+    except Exception:  # psutil missing or unusable: ask the kernel
+        try:
+            for line in Path("/proc/meminfo").read_text().splitlines():
+                if line.startswith("MemAvailable:"):
+                    avail = int(line.split()[1]) * 1024
+                    break
+        except (OSError, ValueError, IndexError):
+            pass
+    if avail is None:
+        try:
+            avail, source = int(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")), "installed"
+        except (AttributeError, ValueError, OSError):
+            return FALLBACK_MEMORY, "assumed (the machine's memory is unknown)"
+    try:  # a cgroup v2 limit (containers, batch jobs) below the machine's memory
+        limit = Path("/sys/fs/cgroup/memory.max").read_text().strip()
+        if limit != "max":
+            used = int(Path("/sys/fs/cgroup/memory.current").read_text().strip())
+            if int(limit) - used < avail:
+                avail, source = max(int(limit) - used, 0), "available (cgroup limit)"
+    except (OSError, ValueError):
+        pass
+    return avail, source
+
+
+#: Bytes per mesh cell of a mesh run (geometry, state, stages, fluxes; measured ~1 kB at
+#: H = 1 and ~1.8 kB at H = 4) -- the constant and the per-head part.
+MESH_BYTES_PER_CELL = (1024, 256)
+#: Bytes per token and coordinate (tokens, integrator stages, velocities) and per token,
+#: head and coordinate (the attention sums Z_h, Y_h, Q_h and their products).
+TOKEN_BYTES = (32 * 8, 16 * 8)
+#: Worst case of the recorded cluster count (model.energy.cluster_count): scipy lists every
+#: pair of tokens closer than the linkage radius, ~28 bytes per n^2 once all tokens gather.
+CLUSTER_BYTES_PER_PAIR = 28
+#: Bytes per diagnostics row (read back as text, then floats).
+ROW_BYTES = 2048
+
+
+def estimate_memory(cfg: Config) -> list[tuple[float, str, str, str]]:
+    """The largest memory needs of a run, as (bytes, key, what, fix): ``key`` is the
+    configuration key that sets the size. Computed in floats, so an impossible size is a
+    huge number or ``inf``, never an OverflowError.
+
+    The weight path holds A, V, the drift and the increments on every grid point
+    ((T/dt + 1) H d^2 doubles each; general heads generate V with its own drift and noise
+    too); tokens and mesh cells are counted with the per-item costs above.
+    """
+    m, w, out, ini = cfg.model, cfg.weights, cfg.output, cfg.initial
+    T, H, d = cfg.solver.T, float(m.H), float(m.d)
+    grid = T / w.dt + 1
+    arrays = 4 if m.heads == "gradient" else 6
+    path = grid * H * d * d * 8 * arrays
+    terms = []
+    blame = max((H / 4, "model.H"), (d * d / 9, "model.d"), (grid / 201, "steps"))[1]  # the factor furthest above its default
+    if blame == "steps":
+        key = "weights.dt" if math.log(0.01 / w.dt) > math.log(T / 2) else "solver.T"
+        steps = f"{grid - 1:.3g}" if grid < 1e300 else "more than 1e300"
+        what = f"solver.T = {T:g} with weights.dt = {w.dt:g} gives {steps} weight-grid steps, and the weight path needs {format_bytes(path)}"
+        terms.append((path, key, what, "reduce solver.T or increase weights.dt"))
+    else:
+        what = f"the weight path ({grid:.3g} grid points x H = {m.H} heads x d^2 = {m.d ** 2} x {arrays} arrays of doubles) needs {format_bytes(path)}"
+        terms.append((path, blame, what, f"reduce {blame}"))
+    solver = cfg.run.solver
+    snap_bytes = 0.0
+    if solver in ("particles", "both"):
+        n = float(ini.n) if ini.kind != "file" else 0.0  # a token file is checked when it is read
+        tokens = n * d * TOKEN_BYTES[0]
+        why = ""
+        if solver == "particles":
+            tokens += CLUSTER_BYTES_PER_PAIR * n * n
+            why = f" (the recorded cluster count lists close pairs: up to {CLUSTER_BYTES_PER_PAIR} n^2 bytes)"
+        terms.append((tokens, "initial.n", f"initial.n = {ini.n} tokens need {format_bytes(tokens)}{why}", "reduce initial.n"))
+        sums = n * H * d * TOKEN_BYTES[1]
+        key = "model.H" if H > n else "initial.n"
+        terms.append((sums, key, f"the attention sums of initial.n = {ini.n} tokens x model.H = {m.H} heads need {format_bytes(sums)}", f"reduce {key}"))
+        snap_bytes += n * d * 8
+    if solver in ("mesh", "both") and not cfg.mesh.file:
+        nc = 20.0 * float(cfg.mesh.level) ** 2
+        mesh = nc * (MESH_BYTES_PER_CELL[0] + MESH_BYTES_PER_CELL[1] * H)
+        key = "model.H" if MESH_BYTES_PER_CELL[1] * H > MESH_BYTES_PER_CELL[0] * 4 else "mesh.level"
+        terms.append((mesh, key, f"mesh.level = {cfg.mesh.level} ({nc:.3g} cells) with model.H = {m.H} heads needs {format_bytes(mesh)}", f"reduce {key}"))
+        snap_bytes += nc * 8
+        if solver == "both" and getattr(out, "distances", "") == "all":
+            w1 = 24.0 * nc * float(ini.n)
+            terms.append((w1, "output.distances", f"output.distances = 'all': the exact W1 cost matrix ({nc:.3g} cells x {ini.n} tokens) needs {format_bytes(w1)}",
+                          "use output.distances = 'cheap'"))
+    n_snap = T / out.snapshot_dt + 2
+    snaps = 2 * n_snap * snap_bytes
+    terms.append((snaps, "output.snapshot_dt", f"output.snapshot_dt = {out.snapshot_dt:g} gives {n_snap - 1:.3g} snapshots, gathered at the end in {format_bytes(snaps)}",
+                   "increase output.snapshot_dt"))
+    n_rec = T / out.record_dt + 1
+    paths = max(1, cfg.montecarlo.paths)
+    rows = n_rec * ROW_BYTES * paths
+    key = "montecarlo.paths" if paths > n_rec else "output.record_dt"
+    terms.append((rows, key, f"output.record_dt = {out.record_dt:g} gives {n_rec - 1:.3g} diagnostics rows" + (f" x montecarlo.paths = {paths}" if paths > 1 else "")
+                  + f", read back in {format_bytes(rows)}", f"{'reduce' if key == 'montecarlo.paths' else 'increase'} {key}"))
+    return terms
+
+
+def check_resources(cfg: Config) -> None:
+    """Refuse (ConfigError naming the key) a run whose memory estimate (:func:`estimate_memory`)
+    exceeds the memory available (:func:`available_memory`), before anything is allocated."""
+    terms = estimate_memory(cfg)
+    total = sum(t[0] for t in terms)
+    limit, source = available_memory()
+    if total <= limit:
+        return
+    part, key, what, fix = max(terms, key=lambda t: t[0])
+    whole = f" (about {format_bytes(total)} for the whole run)" if total > 1.1 * part else ""
+    hint = "" if source == "SPHEREPDE_MAX_MEMORY" else "; or set SPHEREPDE_MAX_MEMORY if the estimate is wrong for this machine"
+    raise ConfigError(f"{key}: {what}{whole}, but {format_bytes(limit)} of memory is {source}; {fix}{hint}")
+
+
+_NPY_MAGIC = b"\x93NUMPY"
+
+
+def _check_path_file(cfg: Config, path: Path) -> None:
+    """weights.path_file: an .npz archive (a bare .npy is refused); a saved spherepde path
+    must have the heads and sign of the model (its sign would otherwise silently replace
+    model.sign). The arrays themselves are checked when the path is loaded."""
+    import zipfile
+
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(len(_NPY_MAGIC))
+    except OSError as exc:
+        raise ConfigError(f"weights.path_file: cannot read {path}: {exc.strerror or exc}") from None
+    if head == _NPY_MAGIC:
+        raise ConfigError(
+            f"weights.path_file: {path} is a single .npy array; a weight path file is an .npz archive: "
+            "np.savez(file, D=D) with D of shape (K+1, H, d, d), or a saved spherepde weights.npz"
+        )
+    if not zipfile.is_zipfile(path):
+        raise ConfigError(
+            f"weights.path_file: {path} is not an .npz archive (damaged, or another kind of file); give "
+            "np.savez(file, D=D) with D of shape (K+1, H, d, d), or a saved spherepde weights.npz"
+        )
+    try:
+        with zipfile.ZipFile(path) as zf:
+            names = set(zf.namelist())
+            if not {"A.npy", "V.npy", "drift.npy", "dM.npy"} & names:
+                if cfg.model.heads == "general":
+                    raise ConfigError(
+                        f"weights.path_file: {path} holds plain matrices D, which drive gradient heads (V = s D); "
+                        "set model.heads = 'gradient', or give a saved path of general heads"
+                    )
+                return
+            scalars = {}
+            for key in ("sign", "heads"):
+                if f"{key}.npy" in names and zf.getinfo(f"{key}.npy").file_size < 4096:  # a scalar, not a forged giant
+                    import numpy as np
+
+                    with zf.open(f"{key}.npy") as fh:
+                        arr = np.lib.format.read_array(fh, allow_pickle=False)
+                    if arr.ndim == 0:
+                        scalars[key] = arr.item()
+    except ConfigError:
+        raise
+    except Exception:  # unreadable: reported with the file's problem when the path is loaded
+        return
+    sign, heads = scalars.get("sign"), scalars.get("heads")
+    if isinstance(sign, (int, float)) and sign in (-1, 1) and int(sign) != cfg.model.sign:
+        raise ConfigError(
+            f"weights.path_file: {path} is a path with sign s = {int(sign):+d} but model.sign = {cfg.model.sign:+d}; "
+            f"set model.sign = {int(sign)} (--set model.sign={int(sign)}) to run it"
+        )
+    if isinstance(heads, str) and heads in ("gradient", "general") and heads != cfg.model.heads:
+        raise ConfigError(
+            f"weights.path_file: {path} is a path of {heads} heads but model.heads = {cfg.model.heads!r}; "
+            f"set model.heads = '{heads}' (--set model.heads={heads}) to run it"
+        )
+
+
+def _parse_toml_text(text: str, origin: str, error: type[ConfigError] = ConfigError) -> dict:
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{origin}: malformed TOML: {exc}") from None
+        raise error(f"{origin}: malformed TOML: {' '.join(str(exc).split())}") from None
+    except RecursionError:
+        raise error(f"{origin}: the TOML is nested too deeply to read; a configuration is a few flat tables") from None
+
+
+#: Largest TOML file read as a configuration or sweep (a larger one is not a configuration).
+MAX_TOML_BYTES = 16 * 2**20
+
+
+def read_toml_file(path, what: str = "configuration file", error: type[ConfigError] = ConfigError) -> dict:
+    """Parse a TOML file; every problem (missing, a directory, unreadable, not UTF-8 text,
+    malformed, nested too deeply) is ``error`` with a one-line message naming the file."""
+    path = Path(path)
+    if path.is_dir():
+        raise error(f"{path} is a directory, not a {what}; give the path of a .toml file")
+    if not path.exists():
+        raise error(f"{what} not found: {path}")
+    if not path.is_file():
+        raise error(f"{path} is not a regular file; give the path of a .toml {what}")
+    try:
+        size = path.stat().st_size
+        if size > MAX_TOML_BYTES:
+            raise error(f"{path}: {format_bytes(size)} is far too large for a {what} (at most {format_bytes(MAX_TOML_BYTES)}); is it the right file?")
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise error(f"cannot read {what} {path}: {exc.strerror or exc}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise error(
+            f"{path} is not a UTF-8 text file (byte 0x{raw[exc.start]:02x} at offset {exc.start}); "
+            f"a {what} is TOML text in UTF-8"
+        ) from None
+    if "\x00" in text:
+        raise error(f"{path} is a binary file (it contains NUL bytes), not a TOML {what}")
+    return _parse_toml_text(text, str(path), error)
 
 
 def load_config(path, overrides: dict | None = None) -> Config:
     """Read and validate a TOML configuration file (relative file paths are resolved against its folder)."""
     path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"configuration file not found: {path}")
-    data = _parse_toml_text(path.read_text(), str(path))
+    data = read_toml_file(path)
     data = _resolve_paths(data, path.parent)
     for key, value in (overrides or {}).items():
         sec, _, name = key.partition(".")
@@ -351,6 +734,8 @@ def parse_override(text: str) -> tuple[str, Any]:
         value = tomllib.loads(f"v = {raw}")["v"]
     except tomllib.TOMLDecodeError:
         value = raw
+    except RecursionError:
+        raise ConfigError(f"--set {key}: the value is nested too deeply to read") from None
     return key, value
 
 

@@ -10,23 +10,37 @@ A run folder holds
 * ``snapshots/NNNNNN.npz`` -- tokens ``X`` or cell densities ``rho`` with time ``t``;
   ``snapshots.npz`` gathers them (``t``, ``X``/``rho``) when the run ends;
 * mesh runs: ``mesh.npz`` and ``vtk/density_NNNNNN.vtp`` + ``density.pvd`` (ParaView);
+* particle and both runs: ``vtk/tokens_NNNNNN.vtp`` + ``tokens.pvd`` (the tokens as points);
 * ``checkpoint.npz`` (and the previous one, ``checkpoint.prev.npz``) -- written
-  atomically; ``run.log`` -- the log.
+  atomically; ``run.log`` -- the log (and the traceback of a failed run);
+* ``.spherepde-run`` -- the marker that makes the folder a run folder (version, creation
+  time, the config.toml written at the start); ``run.lock`` while a process writes into it.
 
-An existing folder is never overwritten unless ``force=True``. :func:`resume` continues
-an interrupted run from its last checkpoint and gives the same numbers as an
-uninterrupted run.
+An existing folder is never overwritten unless ``force=True``, and then only if it is a
+run folder (it has the marker) or empty: nothing outside a run folder is deleted. A
+second process on a locked folder is refused (a lock left by a dead process is taken
+over). :func:`resume` continues an interrupted run from its last checkpoint -- written
+at records, or between two steps after Ctrl-C / SIGTERM -- and gives the same numbers as
+an uninterrupted run; it refuses a config.toml edited after the start, drops diagnostics
+rows written after the checkpoint, and starts a run killed before its first checkpoint
+from t = 0.
+
+Failures while running (a solver error, a non-finite diagnostic, a collapsed time step,
+a full disk) raise :class:`RunFailedError` with a one-line message: the folder keeps what
+was written, ``summary.json`` says ``"failed"`` and ``run.log`` holds the traceback.
+
+The folder itself (layout, marker, lock, atomic writes) is :mod:`spherepde.runs.folder`;
+Monte-Carlo runs are :mod:`spherepde.runs.montecarlo`.
 """
 
 from __future__ import annotations
 
 import csv
+import errno
 import json
 import logging
 import math
-import os
 import platform
-import shutil
 import signal
 import sys
 import time
@@ -37,6 +51,7 @@ from pathlib import Path
 import numpy as np
 
 from spherepde import __version__
+from spherepde.model.energy import ENERGY_COLUMNS
 from spherepde.model.weights import (
     FrozenProcess,
     OscillatingProcess,
@@ -46,16 +61,79 @@ from spherepde.model.weights import (
     weight_path_from_arrays,
 )
 from spherepde.runs.config import Config, config_to_toml, load_config
-from spherepde.runs.files import atomic_savez, atomic_write_text
+from spherepde.runs.files import atomic_write_text
+from spherepde.runs.folder import (
+    LOCK_FILE,
+    MARKER,
+    RunExistsError,
+    RunFolderError,
+    RunLockedError,
+    _acquire,
+    _check_config_unchanged,
+    _check_layout,
+    _check_out_path,
+    _clear_generated,
+    _create_folder,
+    _damaged,
+    _finalise_snapshots,
+    _folder_lock,
+    _load_part,
+    _one_line,
+    _read_summary,
+    _refuse_existing,
+    _RunFolder,
+    _state_scalars,
+    _write_marker,
+    _write_snapshot,
+    _writing,
+    read_diagnostics,
+)
 from spherepde.runs.progress import ProgressBar
-
-__all__ = ["run", "resume", "build_weight_path", "build_solver", "RunResult", "RunExistsError", "monte_carlo", "read_diagnostics"]
 
 log = logging.getLogger(__name__)
 
+__all__ = ["MARKER", "LOCK_FILE", "RunExistsError", "RunLockedError", "RunFolderError", "read_diagnostics", "monte_carlo", "DT_FLOOR", "STEP_GROWTH", "MAX_STEPS", "MIN_STEPS_CHECKED", "RunFailedError", "RunAborted", "NonFiniteDiagnostic", "StepBudgetError", "Interrupted", "RunResult", "build_weight_path", "build_mesh", "build_initial_density", "build_initial_tokens", "build_solver", "default_run_name", "run", "EXTEND_KEYS", "resume"]
 
-class RunExistsError(FileExistsError):
-    """The run folder exists already (use --force to overwrite, or resume it)."""
+
+#: Floor on the mesh solver's time step, relative to T: a smaller step fails the run.
+DT_FLOOR = 1e-9
+
+
+#: A run with adaptive steps fails when, after MIN_STEPS_CHECKED steps, the projected
+#: number of steps (steps / t * T) exceeds STEP_GROWTH times the estimate made at the
+#: start, or MAX_STEPS.
+STEP_GROWTH = 100.0
+
+
+MAX_STEPS = 1e8
+
+
+MIN_STEPS_CHECKED = 100
+
+
+class RunFailedError(RuntimeError):
+    """The run failed while running: the folder keeps what was written, ``summary.json``
+    says ``"failed"`` and ``run.log`` holds the traceback. The message is one line."""
+
+    def __init__(self, message: str, folder=None):
+        super().__init__(message)
+        self.folder = None if folder is None else Path(folder)
+
+
+class RunAborted(KeyboardInterrupt):
+    """A second Ctrl-C (or SIGTERM) aborted a run whose folder exists: resume continues it."""
+
+    def __init__(self, folder):
+        super().__init__(str(folder))
+        self.folder = Path(folder)
+
+
+class NonFiniteDiagnostic(FloatingPointError):
+    """A diagnostic became NaN or infinite."""
+
+
+class StepBudgetError(RuntimeError):
+    """The time step collapsed: the run would take far more steps than estimated."""
 
 
 class Interrupted(KeyboardInterrupt):
@@ -113,10 +191,11 @@ def _build_weight_path(cfg: Config, *, seed: int | None = None) -> WeightPath:
             from spherepde.model.weights import _read_array
 
             wp = weight_path_from_arrays(_read_array(path, key="D"), w.dt, sign=m.sign)
-        if wp.H != m.H or wp.d != m.d:
-            raise ValueError(f"weights.path_file: path has H = {wp.H}, d = {wp.d}, but model has H = {m.H}, d = {m.d}")
-        if wp.T < cfg.solver.T - 1e-12 or abs(wp.dt - w.dt) > 1e-12:
-            raise ValueError(f"weights.path_file: path covers T = {wp.T} with dt = {wp.dt}; the run needs T = {cfg.solver.T}, dt = {w.dt}")
+        from spherepde.runs.compare import path_fit_error
+
+        problem = path_fit_error(wp, cfg, path)  # one line naming every key to set (H, d, weights.dt, record_dt, T)
+        if problem:
+            raise ValueError(problem)
         return wp
     if w.process == "ou":
         proc = OUProcess(mean=w.mean, kappa=w.kappa, sigma=w.sigma)
@@ -166,6 +245,12 @@ def build_initial_density(cfg: Config, mesh):
         return densities.vmf_mixture(mesh, means, kappas, weights)
     if ini.kind == "harmonic":
         return densities.spherical_harmonic(mesh, ini.l, ini.m, ini.eps)
+    if ini.kind == "run":
+        from spherepde.runs.branch import initial_density_from_run
+
+        rho, bp = initial_density_from_run(ini.run, ini.time, mesh)
+        log.warning("%s", bp.describe())
+        return rho
     with _FileContext("initial.file", ini.file):
         return densities.from_file(mesh, ini.file)
 
@@ -174,6 +259,14 @@ def build_initial_tokens(cfg: Config):
     from spherepde.solvers.particles import initial_tokens
 
     ini = cfg.initial
+    if ini.kind == "run":
+        from spherepde.runs.branch import initial_tokens_from_run
+
+        X, bp = initial_tokens_from_run(ini.run, ini.time, ini.n, seed=ini.seed)
+        if X.shape[1] != cfg.model.d:
+            raise ValueError(f"initial.run: {ini.run} has tokens in d = {X.shape[1]}, this run has model.d = {cfg.model.d}")
+        log.warning("%s", bp.describe())
+        return X
     kappas = np.broadcast_to(np.asarray(ini.kappas, float), (len(ini.means),)) if ini.kind == "vmf" else None
     with _FileContext("initial.file", ini.file, ini.kind == "file"):
         return initial_tokens(
@@ -183,7 +276,9 @@ def build_initial_tokens(cfg: Config):
 
 
 def build_solver(cfg: Config, path: WeightPath, *, mesh=None):
-    """The solver object (ParticleSolver or MeshSolver) for a configuration and a path."""
+    """The solver object (ParticleSolver or MeshSolver) for a configuration and a path.
+
+    The mesh solver's time step has the floor ``DT_FLOOR * solver.T`` (``dt_min``)."""
     if cfg.run.solver == "particles":
         from spherepde.solvers.particles import ParticleSolver
 
@@ -191,37 +286,24 @@ def build_solver(cfg: Config, path: WeightPath, *, mesh=None):
     from spherepde.solvers.mesh import MeshSolver
 
     mesh = mesh if mesh is not None else build_mesh(cfg)
+    ms = MeshSolver(
+        mesh, build_initial_density(cfg, mesh), path, velocity=cfg.solver.velocity, order=cfg.solver.order,
+        integrator=cfg.integrator, cfl=cfg.solver.cfl, dt=(cfg.solver.dt or None) if cfg.run.solver == "mesh" else None,
+        summation=cfg.solver.summation, summation_tol=cfg.solver.summation_tol,
+    )
+    ms.dt_min = DT_FLOOR * cfg.solver.T
     if cfg.run.solver == "both":
         from spherepde.solvers.coupled import CoupledSolver
 
-        ms = MeshSolver(
-            mesh, build_initial_density(cfg, mesh), path, velocity=cfg.solver.velocity, order=cfg.solver.order,
-            integrator=cfg.integrator, cfl=cfg.solver.cfl, dt=None,
-            summation=cfg.solver.summation, summation_tol=cfg.solver.summation_tol,
-        )
-        return CoupledSolver(ms, cfg.initial.n, seed=cfg.initial.seed)
-    return MeshSolver(
-        mesh, build_initial_density(cfg, mesh), path, velocity=cfg.solver.velocity, order=cfg.solver.order,
-        integrator=cfg.integrator, cfl=cfg.solver.cfl, dt=cfg.solver.dt or None,
-        summation=cfg.solver.summation, summation_tol=cfg.solver.summation_tol,
-    )
+        return CoupledSolver(ms, cfg.initial.n, seed=cfg.initial.seed, distances=cfg.output.distances, distance_every=cfg.output.distance_every, t_end=cfg.solver.T)
+    return ms
 
 
 def default_run_name(cfg: Config) -> str:
-    return f"{cfg.run.solver}-{cfg.weights.process}-H{cfg.model.H}-seed{cfg.weights.seed}"
+    """``<solver>-<process>-H<H>-seed<seed>`` (:func:`spherepde.runs.names.default_run_name`)."""
+    from spherepde.runs.names import default_run_name as name
 
-
-# --------------------------------------------------------------------- small I/O
-def read_diagnostics(path) -> dict:
-    """Read a diagnostics CSV into a dict of float arrays (column -> values)."""
-    path = Path(path)
-    with open(path, newline="") as fh:
-        rows = list(csv.reader(fh))
-    if not rows:
-        raise ValueError(f"{path} is empty")
-    header, body = rows[0], rows[1:]
-    data = np.array([[float(x) for x in r] for r in body], dtype=float).reshape(len(body), len(header))
-    return {h: data[:, i] for i, h in enumerate(header)}
+    return name(cfg)
 
 
 def _versions() -> dict:
@@ -231,95 +313,21 @@ def _versions() -> dict:
     return {"spherepde": __version__, "python": platform.python_version(), "numpy": np.__version__, "scipy": scipy.__version__, "numba": numba.__version__, "platform": platform.platform()}
 
 
-# ------------------------------------------------------------------- the run loop
-class _RunFolder:
-    def __init__(self, folder: Path):
-        self.folder = folder
-        self.csv = folder / "diagnostics.csv"
-        self.snapdir = folder / "snapshots"
-        self.vtkdir = folder / "vtk"
-
-    def checkpoint_paths(self):
-        return self.folder / "checkpoint.npz", self.folder / "checkpoint.prev.npz"
-
-    def write_checkpoint(self, state: dict, meta: dict) -> None:
-        cur, prev = self.checkpoint_paths()
-        arrays = {"state_" + k: np.asarray(v) for k, v in state.items()}
-        arrays["meta"] = np.array(json.dumps(meta))
-        tmp = cur.with_name("checkpoint.tmp.npz")
-        with open(tmp, "wb") as fh:
-            np.savez(fh, **arrays)
-            fh.flush()
-            os.fsync(fh.fileno())
-        if cur.exists():
-            cur.replace(prev)
-        tmp.replace(cur)
-
-    def read_checkpoint(self) -> tuple[dict, dict]:
-        errors = []
-        for p in self.checkpoint_paths():
-            if not p.exists():
-                continue
-            try:
-                with np.load(p, allow_pickle=False) as z:
-                    meta = json.loads(str(z["meta"]))
-                    state = {k[6:]: np.array(z[k]) for k in z.files if k.startswith("state_")}
-                return state, meta
-            except (zipfile.BadZipFile, OSError, ValueError, KeyError, EOFError) as exc:
-                errors.append(f"{p.name}: {exc}")
-                log.warning("checkpoint %s is unreadable (%s); trying the previous one", p, exc)
-        raise FileNotFoundError(f"no usable checkpoint in {self.folder}" + (f" ({'; '.join(errors)})" if errors else ""))
-
-
-def _state_scalars(state: dict) -> dict:
-    out = {}
-    for k, v in state.items():
-        a = np.asarray(v)
-        out[k] = a.item() if a.ndim == 0 else a
-    return out
-
-
-def _write_snapshot(rf: _RunFolder, index: int, t: float, solver, mesh) -> None:
-    snap = solver.snapshot() if hasattr(solver, "snapshot") else {"rho": solver.rho.copy()}
-    rf.snapdir.mkdir(exist_ok=True)
-    atomic_savez(rf.snapdir / f"{index:06d}.npz", t=np.float64(t), **snap)
-    if mesh is not None and "rho" in snap and rf.vtkdir is not None:
-        from spherepde.geometry.vtk import write_density_vtp
-
-        rf.vtkdir.mkdir(exist_ok=True)
-        write_density_vtp(mesh, snap["rho"], rf.vtkdir / f"density_{index:06d}.vtp", t=t)
-
-
-def _finalise_snapshots(rf: _RunFolder, cfg: Config) -> None:
-    files = sorted(rf.snapdir.glob("[0-9]*.npz"))
-    if not files:
-        return
-    ts, vals = [], {}
-    for f in files:
-        with np.load(f, allow_pickle=False) as z:
-            ts.append(float(z["t"]))
-            for k in z.files:
-                if k != "t":
-                    vals.setdefault(k, []).append(np.array(z[k]))
-    atomic_savez(rf.folder / "snapshots.npz", t=np.array(ts), **{k: np.stack(v) for k, v in vals.items()})
-    if "rho" in vals and cfg.output.vtk:
-        from spherepde.geometry.vtk import write_pvd
-
-        write_pvd(rf.folder / "density.pvd", [(t, f"vtk/density_{i:06d}.vtp") for i, t in enumerate(ts)])
-
-
 class _SigintGuard:
-    """Turns the first Ctrl-C into a flag checked between records (a second one aborts)."""
+    """Turns the first Ctrl-C (SIGINT) or SIGTERM into a flag checked between steps (a second one aborts)."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
     def __init__(self):
         self.flag = False
-        self._old = None
+        self._old: dict = {}
 
     def __enter__(self):
-        try:
-            self._old = signal.signal(signal.SIGINT, self._handler)
-        except ValueError:  # not in the main thread
-            self._old = None
+        for sig in self.SIGNALS:
+            try:
+                self._old[sig] = signal.signal(sig, self._handler)
+            except ValueError:  # not in the main thread
+                pass
         return self
 
     def _handler(self, signum, frame):
@@ -328,8 +336,9 @@ class _SigintGuard:
         self.flag = True
 
     def __exit__(self, *exc):
-        if self._old is not None:
-            signal.signal(signal.SIGINT, self._old)
+        for sig, old in self._old.items():
+            signal.signal(sig, old if old is not None else signal.SIG_DFL)
+        self._old = {}
         return False
 
 
@@ -343,43 +352,135 @@ def _attach_log(folder: Path):
     return handler
 
 
+def _log_to_file(handler, msg: str, exc: BaseException | None = None) -> None:
+    """An error (with its traceback) in run.log only -- not on the screen."""
+    if handler is None:
+        return
+    exc_info = (type(exc), exc, exc.__traceback__) if exc is not None else None
+    record = log.makeRecord(log.name, logging.ERROR, __file__, 0, "%s", (msg,), exc_info)
+    try:
+        handler.handle(record)
+    except Exception:  # pragma: no cover - the log itself cannot be written (a full disk)
+        pass
+
+
 def _n_records(cfg: Config) -> int:
     """Number of record intervals: records at t = r * record_dt, the last one at T."""
     return max(1, math.ceil(cfg.solver.T / cfg.output.record_dt - 1e-9))
 
 
-def _loop(cfg: Config, rf: _RunFolder, solver, path: WeightPath, mesh, *, start_record: int, wall0: float, progress: bool) -> str:
-    """Advance the solver record by record; returns 'completed' or 'interrupted'."""
+def _record_time(cfg: Config, r: int) -> float:
+    n = _n_records(cfg)
+    return cfg.solver.T if r == n else min(r * cfg.output.record_dt, cfg.solver.T)
+
+
+#: Columns that are NaN by definition for general heads (no energy).
+_UNDEFINED_WITHOUT_ENERGY = frozenset(ENERGY_COLUMNS) | {"p_" + c for c in ENERGY_COLUMNS}
+
+
+def _step_estimate(solver, cfg: Config) -> int | None:
+    """Steps a run with adaptive steps should take (from the step of the current state); None for fixed steps."""
+    ms = getattr(solver, "mesh_solver", solver)
+    if not hasattr(ms, "cfl_step") or getattr(ms, "dt", None) is not None:
+        return None
+    h = min(float(ms.cfl_step()), float(ms.path.dt))
+    if not (h > 0 and math.isfinite(h)):
+        return None
+    return int(math.ceil(cfg.solver.T / h)) + _n_records(cfg)
+
+
+class _StepBudget:
+    """Stops a run whose adaptive time step collapsed (projected steps >> estimate, or > MAX_STEPS)."""
+
+    def __init__(self, solver, cfg: Config, estimate: int | None):
+        ms = getattr(solver, "mesh_solver", solver)
+        self.ms = ms if hasattr(ms, "cfl_step") and getattr(ms, "dt", None) is None else None
+        self.T = cfg.solver.T
+        self.estimate = estimate if estimate is not None or self.ms is None else _step_estimate(solver, cfg)
+
+    def check(self) -> None:
+        ms = self.ms
+        if ms is None or self.estimate is None:
+            return
+        n, t = ms.step_count, ms.t
+        if n < MIN_STEPS_CHECKED or not t > 0:
+            return
+        projected = n / t * self.T
+        if projected > STEP_GROWTH * self.estimate or projected > MAX_STEPS:
+            limit = f"more than {STEP_GROWTH:g} x the {self.estimate} estimated at the start" if projected > STEP_GROWTH * self.estimate else f"more than the limit of {MAX_STEPS:.3g}"
+            raise StepBudgetError(
+                f"the time step collapsed (dt = {ms.dt_last:.3g} at t = {t:.6g}, step {n}): reaching T = {self.T:g} would take about "
+                f"{projected:.3g} steps, {limit} -- check the weights (e.g. weights.kappa, weights.sigma, weights.beta) or use a coarser mesh"
+            )
+
+
+def _nonfinite_message(row: dict, bad: list, t: float, r: int) -> str:
+    also = f" (also {', '.join(bad[1:4])}{', ...' if len(bad) > 4 else ''})" if len(bad) > 1 else ""
+    return (
+        f"diagnostic {bad[0]} = {float(row[bad[0]])} at t = {t:.6g} (record {r}){also}: the solution overflowed or blew up "
+        "-- smaller weights (e.g. weights.beta, weights.mean) or a smaller time step may help"
+    )
+
+
+def _loop(cfg: Config, rf: _RunFolder, solver, path: WeightPath, mesh, *, start_record: int, wall0: float, progress: bool, estimate: int | None = None) -> str:
+    """Advance the solver record by record; returns 'completed' or 'interrupted'.
+
+    Ctrl-C / SIGTERM is seen between steps: the state is checkpointed where it is (between
+    two records if need be) and the loop ends 'interrupted'. A non-finite diagnostic
+    raises NonFiniteDiagnostic (after its row is written), a collapsed time step
+    StepBudgetError (or the solver's SolverError below the floor ``dt_min``).
+    """
     T = cfg.solver.T
     rdt = cfg.output.record_dt
     n_records = _n_records(cfg)
     snap_every = int(round(cfg.output.snapshot_dt / rdt))
     columns = None
+    undefined = (frozenset() if path.is_gradient else _UNDEFINED_WITHOUT_ENERGY) | getattr(solver, "may_be_nan", frozenset())
+    budget = _StepBudget(solver, cfg, estimate)
     bar = ProgressBar(round(T, 10), round(start_record * rdt, 10), enabled=progress, unit="t",
                       bar_format="{l_bar}{bar}| t={n:.3f}/{total:.3f} [{elapsed}<{remaining}{postfix}]")
     last_ckpt_wall = time.monotonic()
     status = "completed"
+
+    def meta(r: int, **extra) -> dict:
+        return {"record": r, "t": _record_time(cfg, r), "step": solver.step_count, "wall": time.monotonic() - wall0, "step_estimate": budget.estimate, **extra}
+
     try:
         with _SigintGuard() as guard, open(rf.csv, "a", newline="") as fh:
             writer = csv.writer(fh)
+
+            def should_stop() -> bool:
+                if guard.flag:
+                    return True
+                budget.check()
+                return False
+
             for r in range(start_record, n_records + 1):
-                t_r = T if r == n_records else min(r * rdt, T)
-                if r > 0:
-                    solver.advance(t_r)
+                t_r = _record_time(cfg, r)
+                if r > 0 and solver.advance(t_r, should_stop=should_stop) is False:
+                    # Ctrl-C / SIGTERM between two steps: checkpoint the state between the records
+                    rf.write_checkpoint(solver.get_state(), meta(r - 1, t=float(solver.t), partial=True))
+                    log.warning("interrupted at t = %.6g (step %d); checkpoint written -- continue with: spherepde resume %s", solver.t, solver.step_count, rf.folder)
+                    status = "interrupted"
+                    break
                 row = solver.record()
                 if columns is None:
                     columns = list(row)
-                    if fh.tell() == 0:
+                with _writing(rf.csv):
+                    if columns is not None and fh.tell() == 0:
                         writer.writerow(columns)
-                writer.writerow([repr(float(row[c])) for c in columns])
-                fh.flush()
+                    writer.writerow([repr(float(row[c])) for c in columns])
+                    fh.flush()
+                bad = [c for c in columns if c not in undefined and not math.isfinite(float(row[c]))]
+                if bad:
+                    raise NonFiniteDiagnostic(_nonfinite_message(row, bad, t_r, r))
                 if r % snap_every == 0 or r == n_records:
-                    _write_snapshot(rf, r // snap_every if r % snap_every == 0 else (n_records + snap_every - 1) // snap_every, t_r, solver, mesh if cfg.output.vtk else None)
+                    _write_snapshot(rf, r // snap_every if r % snap_every == 0 else (n_records + snap_every - 1) // snap_every, t_r, solver, mesh if cfg.output.vtk else None, tokens_vtk=cfg.output.vtk)
                 dt_last = row.get("dt_last")
                 bar.set(round(t_r, 10), f"step={solver.step_count}" + (f", dt={dt_last:.2e}" if dt_last else ""))
                 due = (r > 0 and r % cfg.output.checkpoint_every == 0) or (time.monotonic() - last_ckpt_wall > 60 * cfg.output.checkpoint_minutes)
                 if guard.flag or due or r == n_records:
-                    rf.write_checkpoint(solver.get_state(), {"record": r, "t": t_r, "step": solver.step_count, "wall": time.monotonic() - wall0})
+                    rf.write_checkpoint(solver.get_state(), meta(r))
                     last_ckpt_wall = time.monotonic()
                 if guard.flag and r < n_records:
                     log.warning("interrupted at t = %.6g (step %d); checkpoint written -- continue with: spherepde resume %s", t_r, solver.step_count, rf.folder)
@@ -391,8 +492,11 @@ def _loop(cfg: Config, rf: _RunFolder, solver, path: WeightPath, mesh, *, start_
 
 
 def _write_summary(rf: _RunFolder, cfg: Config, status: str, wall: float, extra: dict | None = None) -> dict:
-    diag = read_diagnostics(rf.csv) if rf.csv.exists() and rf.csv.stat().st_size else {}
-    final = {k: float(v[-1]) for k, v in diag.items()} if diag else {}
+    try:
+        diag = read_diagnostics(rf.csv) if rf.csv.is_file() and rf.csv.stat().st_size else {}
+    except (OSError, ValueError):  # a row cut short by a failed write
+        diag = {}
+    final = {k: float(v[-1]) for k, v in diag.items() if len(v)} if diag else {}
     summary = {
         "status": status,
         "solver": cfg.run.solver,
@@ -403,12 +507,130 @@ def _write_summary(rf: _RunFolder, cfg: Config, status: str, wall: float, extra:
         "versions": _versions(),
         "resume_command": f"spherepde resume {rf.folder}",
     }
+    if cfg.initial.kind == "run":
+        try:
+            from spherepde.runs.branch import branch_point
+
+            summary["initial_from_run"] = branch_point(cfg.initial.run, cfg.initial.time).to_dict()
+        except (OSError, ValueError) as exc:  # the source run went away meanwhile: say so, keep the summary
+            summary["initial_from_run"] = {"run": cfg.initial.run, "requested_time": cfg.initial.time, "error": _one_line(exc)}
     if extra:
         summary.update(extra)
-    atomic_write_text(rf.folder / "summary.json", json.dumps(summary, indent=2))
+    with _writing(rf.folder / "summary.json"):
+        atomic_write_text(rf.folder / "summary.json", json.dumps(summary, indent=2))
     return summary
 
 
+def _try(what: str, fn, *args, handler=None, **kwargs) -> None:
+    """Best effort (after a failure): a second failure is only logged."""
+    try:
+        fn(*args, **kwargs)
+    except Exception as exc:
+        _log_to_file(handler, f"could not write {what}: {exc}", exc)
+
+
+def _failure_message(exc: BaseException, folder: Path, *, t: float | None = None, checkpoint_t: float | None = None) -> str:
+    """The one-line message of a run that failed while running."""
+    if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+        where = exc.filename or folder
+        kept = f" up to its last checkpoint (t = {checkpoint_t:.6g})" if checkpoint_t is not None else ""
+        return f"disk full while writing {where}; the run folder {folder} keeps what was written{kept} -- free some space, then continue with: spherepde resume {folder}"
+    text = _one_line(exc)
+    if isinstance(exc, OSError) and exc.filename and exc.strerror:
+        text = f"cannot write {exc.filename}: {exc.strerror}"
+    elif not (isinstance(exc, ValueError) or type(exc).__module__.startswith("spherepde")):
+        text = f"{type(exc).__name__}: {text}"
+    at = f" at t = {t:.6g}" if t is not None and "at t =" not in text else ""
+    return f"run failed{at}: {text} (the folder {folder} keeps what was written; traceback in {folder / 'run.log'})"
+
+
+def _execute(cfg: Config, rf: _RunFolder, solver, path: WeightPath, mesh, *, lock, start_record: int, wall0: float, progress: bool,
+             fresh: bool, estimate: int | None = None, before=None) -> RunResult:
+    """Write (fresh: the start files), run the loop and the summary, holding ``lock``.
+
+    Any exception is turned into RunFailedError (summary "failed", traceback in run.log) or,
+    for a second Ctrl-C, RunAborted (summary "interrupted"); the lock is released."""
+    folder = rf.folder
+    handler = None
+    status = "failed"
+    try:
+        try:
+            handler = _attach_log(folder)
+            with np.errstate(all="ignore"):
+                if before is not None:
+                    before()
+                if fresh:
+                    with _writing(folder / "config.toml"):
+                        atomic_write_text(folder / "config.toml", config_to_toml(cfg))
+                    with _writing(folder / "weights.npz"):
+                        path.save(folder / "weights.npz")
+                    if mesh is not None:
+                        with _writing(folder / "mesh.npz"):
+                            mesh.save(folder / "mesh.npz")
+                    _write_summary(rf, cfg, "running", 0.0)
+                    log.info("run %s: solver %s, H = %d, T = %g%s", folder, cfg.run.solver, cfg.model.H, cfg.solver.T,
+                             f", about {estimate} steps" if estimate else "")
+                if start_record > _n_records(cfg):
+                    status = "completed"
+                else:
+                    status = _loop(cfg, rf, solver, path, mesh, start_record=start_record, wall0=wall0, progress=progress, estimate=estimate)
+                if status == "completed":
+                    _finalise_snapshots(rf, cfg)
+                _write_summary(rf, cfg, status, time.monotonic() - wall0)
+                log.info("run %s: %s in %.1f s", folder, status, time.monotonic() - wall0)
+        except KeyboardInterrupt as exc:
+            _log_to_file(handler, "aborted by a second interrupt; continue from the last checkpoint with: spherepde resume " + str(folder), exc)
+            _try("summary.json", _write_summary, rf, cfg, "interrupted", time.monotonic() - wall0, handler=handler)
+            raise RunAborted(folder) from exc
+        except Exception as exc:
+            msg = _failure_message(exc, folder, t=getattr(solver, "t", None), checkpoint_t=rf.last_checkpoint_t)
+            _log_to_file(handler, msg, exc)
+            _try("summary.json", _write_summary, rf, cfg, "failed", time.monotonic() - wall0, {"error": msg}, handler=handler)
+            raise RunFailedError(msg, folder) from exc
+    finally:
+        if handler is not None:
+            logging.getLogger("spherepde").removeHandler(handler)
+            handler.close()
+        lock.release()
+    return RunResult(folder, status, read_diagnostics(rf.csv))
+
+
+def _load_run_config(folder: Path) -> Config:
+    try:
+        return load_config(folder / "config.toml")
+    except (ValueError, OSError) as exc:  # ConfigError, UnicodeDecodeError, unreadable file
+        raise RunFolderError(_damaged(folder, f"config.toml cannot be read ({_one_line(exc)})")) from exc
+
+
+def _csv_to_keep(folder: Path, rf: _RunFolder, cfg: Config, r0: int) -> str | None:
+    """Check diagnostics.csv against a checkpoint at record r0; the text to keep if rows beyond it must go."""
+    if not rf.csv.is_file():
+        raise RunFolderError(_damaged(folder, "diagnostics.csv is missing"))
+    try:
+        with open(rf.csv, newline="") as fh:
+            text = fh.read()
+        lines = text.splitlines(keepends=True)
+        rows = list(csv.reader(lines[: r0 + 2]))
+    except (OSError, ValueError, csv.Error) as exc:
+        raise RunFolderError(_damaged(folder, f"diagnostics.csv cannot be read ({_one_line(exc)})")) from exc
+    if len(rows) < r0 + 2:
+        raise RunFolderError(_damaged(folder, f"diagnostics.csv holds {max(len(rows) - 1, 0)} records, but the checkpoint is at record {r0}"))
+    header = rows[0]
+    if "t" not in header or any(len(r) != len(header) for r in rows[1:]):
+        raise RunFolderError(_damaged(folder, "diagnostics.csv has malformed rows before the checkpoint"))
+    expect = _record_time(cfg, r0)
+    try:
+        t_row = float(rows[r0 + 1][header.index("t")])
+    except ValueError as exc:
+        raise RunFolderError(_damaged(folder, f"diagnostics.csv record {r0} has no valid time")) from exc
+    if not abs(t_row - expect) <= 1e-9 * max(1.0, cfg.solver.T):
+        raise RunFolderError(_damaged(folder, f"diagnostics.csv record {r0} is at t = {t_row:.6g}, but the checkpoint's record {r0} is at t = {expect:.6g}"))
+    if len(lines) > r0 + 2 or not lines[r0 + 1].endswith(("\n", "\r")):
+        return "".join(lines[: r0 + 2])
+    return None
+
+
+# ------------------------------------------------------------------- the entry points
 def run(cfg: Config, *, out: str | Path | None = None, force: bool = False, progress: bool | None = None, seed: int | None = None) -> RunResult:
     """Run a configuration into its own folder and return the result.
 
@@ -416,173 +638,197 @@ def run(cfg: Config, *, out: str | Path | None = None, force: bool = False, prog
     ----------
     cfg : the validated configuration.
     out : the run folder (default: ``cfg.run.out / (cfg.run.name or a derived name)``).
-    force : overwrite an existing folder (otherwise :class:`RunExistsError`).
+    force : replace an existing run folder (one with the marker; any other non-empty folder
+        is refused). Otherwise an existing folder raises :class:`RunExistsError`.
     progress : show a progress bar (default: when stderr is a terminal).
     seed : override ``weights.seed`` (used by Monte-Carlo).
+
+    Raises
+    ------
+    RunExistsError / RunLockedError / RunFolderError / ValueError : before anything is
+        written (bad input).
+    RunFailedError : the run failed while running (the folder keeps what was written).
+    RunAborted : a second Ctrl-C (the folder can be resumed).
     """
     if seed is not None and seed != cfg.weights.seed:
         cfg = cfg.with_overrides({"weights.seed": seed})
     folder = Path(out) if out is not None else Path(cfg.run.out) / (cfg.run.name or default_run_name(cfg))
-    exists = folder.exists() and any(folder.iterdir())
-    if exists and not force:
-        raise RunExistsError(f"run folder {folder} exists already; choose another name, pass --force to overwrite it, or 'spherepde resume {folder}' to continue it")
+    lock = _folder_lock(folder)
+    exists = _check_out_path(folder)
+    if exists:
+        _refuse_existing(folder, force, lock)
     progress = sys.stderr.isatty() if progress is None else progress
     wall0 = time.monotonic()
     # build everything before writing (or deleting) anything, so bad input leaves the disk as it was
-    path = build_weight_path(cfg)
-    mesh = build_mesh(cfg) if cfg.run.solver in ("mesh", "both") else None
-    solver = build_solver(cfg, path, mesh=mesh)
-    if exists:
-        shutil.rmtree(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    rf = _RunFolder(folder)
-    handler = _attach_log(folder)
+    with np.errstate(all="ignore"):
+        path = build_weight_path(cfg)
+        mesh = build_mesh(cfg) if cfg.run.solver in ("mesh", "both") else None
+        solver = build_solver(cfg, path, mesh=mesh)
+        estimate = _step_estimate(solver, cfg)
+    _create_folder(folder, cfg, lock, replace=exists, kind="run")
+    return _execute(cfg, _RunFolder(folder), solver, path, mesh, lock=lock, start_record=0, wall0=wall0, progress=progress, fresh=True, estimate=estimate)
+
+
+#: The keys ``resume --set`` accepts: extending a run to a later time changes nothing else.
+EXTEND_KEYS = ("solver.T",)
+
+
+def _extended_config(folder: Path, cfg: Config, overrides: dict) -> Config:
+    """The configuration of ``folder`` extended to a later ``solver.T`` (RunFolderError otherwise)."""
+    bad = sorted(set(overrides) - set(EXTEND_KEYS))
+    if bad:
+        raise RunFolderError(
+            f"resume --set accepts only {', '.join(EXTEND_KEYS)} (to extend a run to a later time), not {', '.join(bad)}; "
+            f"to change other keys start a new run from this one's state: initial.kind = \"run\", initial.run = \"{folder}\""
+        )
     try:
-        atomic_write_text(folder / "config.toml", config_to_toml(cfg))
-        path.save(folder / "weights.npz")
-        if mesh is not None:
-            mesh.save(folder / "mesh.npz")
-        _write_summary(rf, cfg, "running", 0.0)
-        log.info("run %s: solver %s, H = %d, T = %g", folder, cfg.run.solver, cfg.model.H, cfg.solver.T)
-        status = "failed"
-        try:
-            status = _loop(cfg, rf, solver, path, mesh, start_record=0, wall0=wall0, progress=progress)
-        except Exception as exc:
-            log.error("run failed: %s", exc)
-            _write_summary(rf, cfg, "failed", time.monotonic() - wall0, {"error": f"{type(exc).__name__}: {exc}"})
-            raise
-        if status == "completed":
-            _finalise_snapshots(rf, cfg)
-        _write_summary(rf, cfg, status, time.monotonic() - wall0)
-        log.info("run %s: %s in %.1f s", folder, status, time.monotonic() - wall0)
-    finally:
-        logging.getLogger("spherepde").removeHandler(handler)
-        handler.close()
-    return RunResult(folder, status, read_diagnostics(rf.csv))
+        new = cfg.with_overrides(overrides)
+    except ValueError as exc:
+        raise RunFolderError(str(exc)) from None
+    T_old, T_new = cfg.solver.T, new.solver.T
+    if not T_new > T_old:
+        raise RunFolderError(f"solver.T = {T_new:g} does not extend {folder}, which runs to T = {T_old:g}; give a later time")
+    n_old = _n_records(cfg)
+    if _record_time(new, n_old) != T_old:
+        raise RunFolderError(
+            f"cannot extend {folder} bit for bit: its final time T = {T_old:g} is not on its record grid "
+            f"(output.record_dt = {cfg.output.record_dt:g}); start a new run to T = {T_new:g} instead"
+        )
+    snap_every = int(round(cfg.output.snapshot_dt / cfg.output.record_dt))
+    if n_old % snap_every:
+        raise RunFolderError(
+            f"cannot extend {folder} bit for bit: its final time T = {T_old:g} is not on its snapshot grid "
+            f"(output.snapshot_dt = {cfg.output.snapshot_dt:g}); start a new run to T = {T_new:g} instead"
+        )
+    return new
 
 
-def resume(folder, *, progress: bool | None = None) -> RunResult:
-    """Continue a run from its last checkpoint (bit-for-bit equal to an uninterrupted run)."""
+def _extended_path(folder: Path, old: WeightPath, cfg_new: Config) -> WeightPath:
+    """The weight path of ``cfg_new``, checked to continue ``old`` (the same noise stream) bit for bit."""
+    try:
+        new = build_weight_path(cfg_new)
+    except (ValueError, OSError) as exc:
+        raise RunFolderError(f"cannot extend the weight path of {folder} to T = {cfg_new.solver.T:g}: {_one_line(exc)}") from None
+    K = old.K
+    same = new.K >= K and new.dt == old.dt and all(
+        np.array_equal(getattr(new, k)[: K + (0 if k == "dM" else 1)], getattr(old, k)) for k in ("A", "V", "drift", "dM")
+    )
+    if not same:
+        raise RunFolderError(
+            f"the weight path regenerated to T = {cfg_new.solver.T:g} does not continue the one in {folder / 'weights.npz'} "
+            "(was it made by another spherepde version, or from a weights file that ends at the old T?); start a new run instead"
+        )
+    return new
+
+
+def resume(folder, *, progress: bool | None = None, overrides: dict | None = None) -> RunResult:
+    """Continue a run from its last checkpoint (bit-for-bit equal to an uninterrupted run).
+
+    Refuses (RunFolderError, nothing written) a config.toml edited after the start and a
+    damaged folder; drops diagnostics rows written after the checkpoint; a run killed
+    before its first checkpoint starts again from t = 0.
+
+    ``overrides = {"solver.T": T_new}`` *extends* a run (finished or not) to a later time:
+    the weight path is regenerated to ``T_new`` from the same seed and checked to continue
+    the saved one, and the result is bit-for-bit the run made to ``T_new`` from the start.
+    """
     folder = Path(folder)
-    if not (folder / "config.toml").is_file():
+    overrides = dict(overrides or {})
+    if not folder.is_dir() or not (folder / "config.toml").exists():
         raise FileNotFoundError(f"{folder} is not a spherepde run folder (no config.toml)")
-    summary_file = folder / "summary.json"
-    if summary_file.is_file():
-        try:
-            summary = json.loads(summary_file.read_text())
-        except ValueError:
-            summary = {}
-        if isinstance(summary, dict) and "paths" in summary:  # a Monte-Carlo folder
-            return _resume_monte_carlo(folder, summary, progress=progress)
-    cfg = load_config(folder / "config.toml")
-    rf = _RunFolder(folder)
-    state, meta = rf.read_checkpoint()
-    path = WeightPath.load(folder / "weights.npz")
-    mesh = None
-    if cfg.run.solver in ("mesh", "both"):
-        from spherepde.geometry.mesh import SphereMesh
+    _check_layout(folder)
+    summary = _read_summary(folder)
+    if "paths" in summary:  # a Monte-Carlo folder
+        if overrides:
+            raise RunFolderError(f"{folder} is a Monte-Carlo folder; extend its path-NNN runs one by one (spherepde resume PATH --set solver.T=...)")
+        from spherepde.runs.montecarlo import _resume_monte_carlo
 
-        mesh = SphereMesh.load(folder / "mesh.npz")
-    solver = build_solver(cfg, path, mesh=mesh)
-    solver.set_state(_state_scalars(state))
-    r0 = int(meta["record"])
-    n_records = _n_records(cfg)
-    # drop rows written after the checkpoint
-    with open(rf.csv, newline="") as fh:
-        rows = list(csv.reader(fh))
-    with open(rf.csv, "w", newline="") as fh:
-        csv.writer(fh).writerows(rows[: r0 + 2])
+        return _resume_monte_carlo(folder, summary, progress=progress)
     progress = sys.stderr.isatty() if progress is None else progress
-    handler = _attach_log(folder)
-    wall0 = time.monotonic() - float(meta.get("wall", 0.0))
+    lock = _folder_lock(folder)
+    _acquire(lock, folder)
     try:
-        if r0 >= n_records:
-            status = "completed"
-        else:
-            log.info("resuming %s at t = %g (record %d)", folder, meta["t"], r0)
-            status = _loop(cfg, rf, solver, path, mesh, start_record=r0 + 1, wall0=wall0, progress=progress)
-        if status == "completed":
-            _finalise_snapshots(rf, cfg)
-        _write_summary(rf, cfg, status, time.monotonic() - wall0)
-    finally:
-        logging.getLogger("spherepde").removeHandler(handler)
-        handler.close()
-    return RunResult(folder, status, read_diagnostics(rf.csv))
+        cfg = _load_run_config(folder)
+        _check_config_unchanged(folder)
+        cfg_new = _extended_config(folder, cfg, overrides) if overrides else None
+        rf = _RunFolder(folder)
+        if not any(p.exists() for p in rf.checkpoint_paths()):
+            if cfg_new is not None:
+                raise RunFolderError(f"{folder} has no checkpoint to extend; resume it first (spherepde resume {folder})")
+            return _restart(folder, cfg, rf, summary, lock=lock, progress=progress)
+        state, meta = rf.read_checkpoint()
+        try:
+            r0 = int(meta["record"])
+            wall = float(meta.get("wall", 0.0))
+            estimate = meta.get("step_estimate")
+            estimate = None if estimate is None else int(estimate)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise RunFolderError(_damaged(folder, f"the checkpoint has no valid record number ({_one_line(exc)})")) from exc
+        path = _load_part(folder, "weights.npz", WeightPath.load)
+        if cfg_new is not None:
+            path = _extended_path(folder, path, cfg_new)
+        mesh = None
+        if cfg.run.solver in ("mesh", "both"):
+            from spherepde.geometry.mesh import SphereMesh
+
+            mesh = _load_part(folder, "mesh.npz", SphereMesh.load)
+        with np.errstate(all="ignore"):
+            solver = build_solver(cfg_new or cfg, path, mesh=mesh)
+        try:
+            solver.set_state(_state_scalars(state))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise RunFolderError(_damaged(folder, f"the checkpoint does not fit the run ({_one_line(exc)})")) from exc
+        keep = _csv_to_keep(folder, rf, cfg, r0)
+    except BaseException:
+        lock.release()
+        raise
+
+    def drop_rows():
+        if keep is not None:
+            with _writing(rf.csv):
+                atomic_write_text(rf.csv, keep)
+            log.info("dropped the diagnostics rows written after the checkpoint (record %d)", r0)
+        if cfg_new is not None:  # extend: the new end time, and the path that reaches it
+            for name, write in (("weights.npz", lambda: path.save(folder / "weights.npz")),
+                                ("config.toml", lambda: atomic_write_text(folder / "config.toml", config_to_toml(cfg_new))),
+                                (MARKER, lambda: _write_marker(folder, cfg_new, "run"))):
+                with _writing(folder / name):
+                    write()
+            log.info("extending %s from T = %g to T = %g", folder, cfg.solver.T, cfg_new.solver.T)
+        if r0 < _n_records(cfg_new or cfg):
+            log.info("resuming %s at t = %g (record %d)", folder, meta.get("t", float("nan")), r0)
+
+    rf.last_checkpoint_t = meta.get("t")
+    return _execute(cfg_new or cfg, rf, solver, path, mesh, lock=lock, start_record=r0 + 1, wall0=time.monotonic() - wall,
+                    progress=progress, fresh=False, estimate=estimate, before=drop_rows)
+
+
+def _restart(folder: Path, cfg: Config, rf: _RunFolder, summary: dict, *, lock, progress) -> RunResult:
+    """Resume of a run killed before its first checkpoint: start it again from t = 0 (lock held)."""
+    if summary.get("status") == "completed" and rf.csv.is_file():  # checkpoints deleted after the end
+        lock.release()
+        try:
+            return RunResult(folder, "completed", read_diagnostics(rf.csv))
+        except (OSError, ValueError) as exc:
+            raise RunFolderError(_damaged(folder, f"diagnostics.csv cannot be read ({_one_line(exc)})")) from exc
+    wall0 = time.monotonic()
+    with np.errstate(all="ignore"):
+        path = build_weight_path(cfg)
+        mesh = build_mesh(cfg) if cfg.run.solver in ("mesh", "both") else None
+        solver = build_solver(cfg, path, mesh=mesh)
+        estimate = _step_estimate(solver, cfg)
+
+    def clear():
+        log.warning("%s has no checkpoint (the run was stopped before its first one): starting it again from t = 0", folder)
+        _clear_generated(folder)
+        if not (folder / MARKER).is_file():
+            _write_marker(folder, cfg, "run")
+
+    return _execute(cfg, rf, solver, path, mesh, lock=lock, start_record=0, wall0=wall0, progress=progress, fresh=True, estimate=estimate, before=clear)
 
 
 def monte_carlo(cfg: Config, *, paths: int | None = None, out=None, force: bool = False, progress: bool | None = None) -> RunResult:
-    """Run ``paths`` weight-noise paths (seeds weights.seed + 0, 1, ...) and aggregate.
+    """Run ``cfg`` over several weight-noise paths (:func:`spherepde.runs.montecarlo.monte_carlo`)."""
+    from spherepde.runs.montecarlo import monte_carlo as _mc
 
-    Each path is a complete run folder ``path-NNN`` inside the Monte-Carlo folder;
-    ``diagnostics_mean.csv`` and ``diagnostics_std.csv`` hold the mean and standard
-    deviation (ddof = 1) of every diagnostic over the paths at each record time. A Ctrl-C
-    stops after the current path's checkpoint (status ``interrupted``); :func:`resume` on
-    the Monte-Carlo folder finishes the remaining paths and aggregates.
-    """
-    paths = cfg.montecarlo.paths if paths is None else paths
-    folder = Path(out) if out is not None else Path(cfg.run.out) / (cfg.run.name or default_run_name(cfg).replace("-seed", "-mc-seed"))
-    exists = folder.exists() and any(folder.iterdir())
-    if exists and not force:
-        raise RunExistsError(f"Monte-Carlo folder {folder} exists already; choose another name or pass --force")
-    # check the inputs (files, shapes) before writing or deleting anything
-    path0 = build_weight_path(cfg)
-    build_solver(cfg, path0, mesh=build_mesh(cfg) if cfg.run.solver in ("mesh", "both") else None)
-    del path0
-    if exists:
-        shutil.rmtree(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(folder / "config.toml", config_to_toml(cfg))
-    _write_mc_summary(folder, cfg, paths, "running")
-    return _monte_carlo_paths(cfg, folder, paths, progress=progress)
-
-
-def _mc_seeds(cfg: Config, paths: int) -> list[int]:
-    return [cfg.weights.seed + i for i in range(paths)]
-
-
-def _write_mc_summary(folder: Path, cfg: Config, paths: int, status: str, extra: dict | None = None) -> None:
-    summary = {"status": status, "paths": paths, "seeds": _mc_seeds(cfg, paths), "versions": _versions()}
-    if status != "completed":
-        summary["resume_command"] = f"spherepde resume {folder}"
-    summary.update(extra or {})
-    atomic_write_text(folder / "summary.json", json.dumps(summary, indent=2, default=lambda x: None))
-
-
-def _monte_carlo_paths(cfg: Config, folder: Path, paths: int, *, progress, resuming: bool = False) -> RunResult:
-    results = []
-    for i, seed in enumerate(_mc_seeds(cfg, paths)):
-        sub = folder / f"path-{i:03d}"
-        status = None
-        if resuming and (sub / "summary.json").is_file():
-            status = json.loads((sub / "summary.json").read_text()).get("status")
-        if status == "completed":
-            res = RunResult(sub, "completed", read_diagnostics(sub / "diagnostics.csv"))
-        elif resuming and any(p.is_file() for p in _RunFolder(sub).checkpoint_paths()):
-            res = resume(sub, progress=progress)
-        else:
-            res = run(cfg, out=sub, force=resuming, progress=progress, seed=seed)
-        if res.status != "completed":
-            log.warning("Monte-Carlo interrupted in path %d; continue with: spherepde resume %s", i, folder)
-            _write_mc_summary(folder, cfg, paths, "interrupted", {"paths_completed": i})
-            return RunResult(folder, "interrupted", {})
-        results.append(res.diagnostics)
-    cols = list(results[0])
-    stack = {c: np.stack([r[c] for r in results]) for c in cols}
-    mean = {c: stack[c].mean(axis=0) for c in cols}
-    std = {c: stack[c].std(axis=0, ddof=1) if paths > 1 else np.zeros_like(mean[c]) for c in cols}
-    for name, table in (("diagnostics_mean.csv", mean), ("diagnostics_std.csv", std)):
-        with open(folder / name, "w", newline="") as fh:
-            w = csv.writer(fh)
-            w.writerow(cols)
-            for k in range(len(table["t"])):
-                w.writerow([repr(float(table[c][k])) for c in cols])
-    def finite(x) -> float | None:
-        return float(x) if math.isfinite(x) else None
-
-    _write_mc_summary(folder, cfg, paths, "completed", {"final_mean": {c: finite(mean[c][-1]) for c in cols}, "final_std": {c: finite(std[c][-1]) for c in cols}})
-    return RunResult(folder, "completed", {"mean": mean, "std": std, "paths": stack})
-
-
-def _resume_monte_carlo(folder: Path, summary: dict, *, progress) -> RunResult:
-    cfg = load_config(folder / "config.toml")
-    return _monte_carlo_paths(cfg, folder, int(summary["paths"]), progress=progress, resuming=True)
+    return _mc(cfg, paths=paths, out=out, force=force, progress=progress)

@@ -191,6 +191,8 @@ class MeshSolver:
         self.t = 0.0
         self.step_count = 0
         self.dt_last = 0.0
+        #: floor on the time step: a step below it raises SolverError (0: no floor)
+        self.dt_min = 0.0
         self._cache: tuple | None = None
         self.balance = EnergyBalance(sign=path.sign)
         if self._has_energy:
@@ -295,6 +297,12 @@ class MeshSolver:
             dmart = martingale_increment(self.geom.nodes, self.rho * self.geom.areas, ev0.fields, self.path.dM[k])
 
         for _attempt in range(20):
+            if dt < self.dt_min:
+                raise SolverError(
+                    f"the time step collapsed to dt = {dt:.3g} at t = {t:.6g} (step {self.step_count}), below the floor "
+                    f"{self.dt_min:.3g}: the velocity is too large for this mesh -- check the weights (e.g. weights.kappa, "
+                    "weights.sigma, weights.beta) or use a coarser mesh"
+                )
             t_end = min(t + dt, t_next, t_stop)
             if t_next - t_end <= SNAP_TOL * pdt:
                 t_end = t_next
@@ -364,13 +372,25 @@ class MeshSolver:
                 f"(now {self.cfl:g}), use adaptive steps (dt = None), or use order = 1"
             )
 
-    def advance(self, t_stop: float) -> None:
-        """Step until t == t_stop."""
+    def advance(self, t_stop: float, *, should_stop: Callable[[], bool] | None = None) -> bool:
+        """Step until t == t_stop; returns True there.
+
+        ``should_stop`` (optional) is called before every step; when it returns True the
+        solver stops early, at the end of the last step taken, and ``advance`` returns
+        False (continue later with another ``advance(t_stop)``: the steps are the same).
+        """
         t_stop = float(t_stop)
         if t_stop < self.t - SNAP_TOL * self.path.dt:
             raise ValueError(f"cannot advance backwards: t = {self.t}, t_stop = {t_stop}")
         while t_stop - self.t > SNAP_TOL * self.path.dt:
+            if should_stop is not None and should_stop():
+                return False
             self.step(t_stop)
+        return True
+
+    def cfl_step(self) -> float:
+        """The adaptive step cfl * (CFL bound) of the current state (the fixed ``dt`` if set)."""
+        return self.dt if self.dt is not None else self.cfl * self._current().bound
 
     # ------------------------------------------------------------------ output
     def record(self) -> dict:

@@ -108,6 +108,8 @@ def initial_tokens(
         X = _read_array(file, key="X")
         if X.ndim != 2 or X.shape[1] != d:
             raise ValueError(f"tokens in {file}: shape {X.shape}, expected (n, {d})")
+        if X.shape[0] == 0:
+            raise ValueError(f"tokens in {file}: shape {X.shape} holds no tokens; give at least one row (n >= 1)")
         if not np.all(np.isfinite(X)):
             raise ValueError(f"tokens in {file} contain NaN or infinite values")
         norms = np.linalg.norm(X, axis=1)
@@ -131,6 +133,10 @@ def initial_tokens(
         p = np.ones(k) / k if weights is None else np.asarray(weights, float)
         if means.shape[1] != d or p.shape != (k,) or np.any(p < 0) or not p.sum() > 0:
             raise ValueError("vmf tokens: means must be (k, d), weights (k,) non-negative")
+        if not np.all(np.isfinite(kappas)) or np.any(kappas < 0) or np.any(kappas > 1e30):
+            raise ValueError(f"vmf tokens: concentrations must be finite numbers in [0, 1e30], got {kappas.tolist()}")
+        if not np.all(np.isfinite(means)) or np.any(np.linalg.norm(means, axis=1) == 0) or not np.all(np.isfinite(p)):
+            raise ValueError("vmf tokens: mean directions must be finite and non-zero, weights finite")
         comp = rng.choice(k, size=n, p=p / p.sum())
         X = np.empty((n, d))
         for j in range(k):
@@ -227,14 +233,21 @@ class ParticleSolver:
         self.X = Xn
         self.step_count += 1
 
-    def advance(self, t_stop: float) -> None:
-        """Step until t = t_stop (which must lie on the solver's time grid)."""
+    def advance(self, t_stop: float, *, should_stop=None) -> bool:
+        """Step until t = t_stop (which must lie on the solver's time grid); returns True there.
+
+        ``should_stop`` (optional) is called before every step; when it returns True the
+        solver stops early and ``advance`` returns False (a later ``advance(t_stop)`` continues).
+        """
         n = (t_stop - self.t) / self.dt
         k = int(round(n))
         if abs(n - k) > 1e-6 or k < 0:
             raise ValueError(f"t_stop = {t_stop} is not on the particle time grid (t = {self.t}, dt = {self.dt})")
         for _ in range(k):
+            if should_stop is not None and should_stop():
+                return False
             self.step()
+        return True
 
     # -------------------------------------------------------------------- recording
     def record(self) -> dict:

@@ -11,12 +11,11 @@ import itertools
 import json
 import math
 import re
-import tomllib
 from dataclasses import dataclass, fields
 from importlib import resources
 from pathlib import Path
 
-from spherepde.runs.config import Config, ConfigError, config_from_dict, load_config
+from spherepde.runs.config import Config, ConfigError, config_from_dict, load_config, read_toml_file
 
 __all__ = ["SUMMARY_COLUMNS", "KNOWN_COLUMNS", "INSTALL_HINT", "STATE_FILE", "RESULTS_FILE", "LOCK_FILE", "STATE_FORMAT", "SweepError", "SweepChangedError", "DaskUnavailableError", "SweepRun", "Sweep", "example_sweep_path", "load_sweep", "sweep_hash"]
 
@@ -53,7 +52,7 @@ _TOP_KEYS = ("base", "base_example", "description", "out", "t_min", "set", "grid
 _ANALYSIS_KEYS = ("x", "y", "t_min", "bootstrap", "bootstrap_seed")
 
 
-_FILE_KEYS = ("weights.init_file", "weights.path_file", "initial.file", "mesh.file")
+_FILE_KEYS = ("weights.init_file", "weights.path_file", "initial.file", "initial.run", "mesh.file")
 
 
 _RESERVED_KEYS = ("run.name", "run.out")  # the sweep names the run folders
@@ -213,6 +212,8 @@ def _load_base(data: dict, base_dir: Path) -> tuple[Config, str]:
     if not isinstance(base, str) or not base:
         raise SweepError(f"base: expected the path of a run configuration (TOML), got {base!r}")
     path = Path(base) if Path(base).is_absolute() else base_dir / base
+    if path.is_dir():
+        raise SweepError(f"base: {path} is a directory; give the path of a run configuration (TOML)")
     if not path.is_file():
         raise SweepError(f"base: configuration file not found: {path}")
     try:
@@ -283,12 +284,7 @@ def load_sweep(sweep, *, base_dir: str | Path | None = None) -> Sweep:
     """
     if isinstance(sweep, (str, Path)):
         path = Path(sweep)
-        if not path.is_file():
-            raise SweepError(f"sweep file not found: {path}")
-        try:
-            data = tomllib.loads(path.read_text())
-        except tomllib.TOMLDecodeError as exc:
-            raise SweepError(f"{path}: malformed TOML: {exc}") from None
+        data = read_toml_file(path, "sweep file", SweepError)
         source, base_dir, shown = str(path.resolve()), path.resolve().parent, str(path)
     elif isinstance(sweep, dict):
         data, source = sweep, "<dict>"
@@ -361,16 +357,22 @@ def _build_sweep(data: dict, source: str, base_dir: Path) -> Sweep:
     combos = [dict(zip(zipped, a)) | dict(zip(grid, b)) for a in zipped_rows for b in grid_rows]
     width = max(3, len(str(len(combos) - 1)))
     runs = []
+    # [set] is validated together with each combination: a [set] value may only be valid
+    # with a grid value (initial.kind = "file" with [grid] "initial.file"); one that is
+    # wrong whatever the combination is reported as a [set] problem
     try:
-        base_fixed = base_cfg.with_overrides(fixed_resolved) if fixed_resolved else base_cfg
+        set_problem = None
+        base_cfg.with_overrides(fixed_resolved)
     except ConfigError as exc:
-        raise SweepError(f"[set]: {exc}") from None
+        set_problem = str(exc)
     for i, params in enumerate(combos):
         overrides = {k: _resolve_file(k, v, base_dir) for k, v in params.items()}
         label = ", ".join(f"{k}={v!r}" for k, v in params.items())
         try:
-            cfg = base_fixed.with_overrides(overrides)
+            cfg = base_cfg.with_overrides({**fixed_resolved, **overrides})
         except ConfigError as exc:
+            if set_problem is not None and str(exc) == set_problem:
+                raise SweepError(f"[set]: {exc}") from None
             raise SweepError(f"run {i} ({label}): {exc}") from None
         if t_min >= cfg.solver.T:
             raise SweepError(f"t_min = {t_min:g} must be below the final time solver.T = {cfg.solver.T:g} (run {i}: {label})")

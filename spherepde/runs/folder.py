@@ -1,0 +1,402 @@
+"""A run folder on disk: its layout, its marker and lock, and writing into it safely.
+
+A run folder holds ``config.toml``, ``summary.json``, ``diagnostics.csv``, ``weights.npz``,
+``snapshots/`` (and ``snapshots.npz`` at the end), ``mesh.npz`` and ``vtk/`` for mesh runs,
+``checkpoint.npz`` / ``checkpoint.prev.npz``, ``run.log``, the marker ``.spherepde-run``
+(written at creation, with the resolved configuration: ``--force`` replaces only folders
+that carry it, and ``resume`` refuses a config.toml edited since) and, while a process
+writes into it, the lock ``run.lock``. Every file is written atomically; a full disk
+raises an OSError naming the file, before VTK is ever reached.
+"""
+
+from __future__ import annotations
+
+import csv
+import errno
+import json
+import logging
+import os
+import shutil
+import tomllib
+import zipfile
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+
+from spherepde import __version__
+from spherepde.runs.config import Config, config_to_toml
+from spherepde.runs.files import FolderLock, atomic_savez, atomic_write_text
+
+log = logging.getLogger(__name__)
+
+__all__ = ["MARKER", "LOCK_FILE", "VTK_RESERVE_BYTES", "RunExistsError", "RunLockedError", "RunFolderError", "read_diagnostics"]
+
+
+#: Marker file written into every run folder (and Monte-Carlo folder) when it is created;
+#: ``force`` replaces only folders that carry it (or empty ones).
+MARKER = ".spherepde-run"
+
+
+#: Lock file of a run folder while a process writes into it.
+LOCK_FILE = "run.lock"
+
+
+#: Free space kept in reserve when writing a VTK snapshot (VTK's writers do not survive a full disk).
+VTK_RESERVE_BYTES = 1 << 20
+
+
+class RunExistsError(FileExistsError):
+    """The run folder exists already (use --force to overwrite a run folder, or resume it)."""
+
+
+class RunLockedError(RunExistsError):
+    """Another live process is writing into the run folder."""
+
+
+class RunFolderError(ValueError):
+    """The run folder cannot be used: it cannot be created or written, or it is damaged (nothing was written)."""
+
+
+# --------------------------------------------------------------------- small I/O
+def read_diagnostics(path) -> dict:
+    """Read a diagnostics CSV into a dict of float arrays (column -> values)."""
+    path = Path(path)
+    with open(path, newline="") as fh:
+        rows = list(csv.reader(fh))
+    if not rows:
+        raise ValueError(f"{path} is empty")
+    header, body = rows[0], rows[1:]
+    data = np.array([[float(x) for x in r] for r in body], dtype=float).reshape(len(body), len(header))
+    return {h: data[:, i] for i, h in enumerate(header)}
+
+
+# ------------------------------------------------------------------- the run loop
+class _RunFolder:
+    def __init__(self, folder: Path):
+        self.folder = folder
+        self.csv = folder / "diagnostics.csv"
+        self.snapdir = folder / "snapshots"
+        self.vtkdir = folder / "vtk"
+        self.last_checkpoint_t: float | None = None
+
+    def checkpoint_paths(self):
+        return self.folder / "checkpoint.npz", self.folder / "checkpoint.prev.npz"
+
+    def write_checkpoint(self, state: dict, meta: dict) -> None:
+        cur, prev = self.checkpoint_paths()
+        arrays = {"state_" + k: np.asarray(v) for k, v in state.items()}
+        arrays["meta"] = np.array(json.dumps(meta))
+        tmp = cur.with_name("checkpoint.tmp.npz")
+        try:
+            with open(tmp, "wb") as fh:
+                np.savez(fh, **arrays)
+                fh.flush()
+                os.fsync(fh.fileno())
+            if cur.exists():
+                cur.replace(prev)
+            tmp.replace(cur)
+        except Exception as exc:  # e.g. a full disk: the previous checkpoints stay as they were
+            tmp.unlink(missing_ok=True)
+            if isinstance(exc, OSError) and exc.filename is None:
+                exc.filename = str(cur)
+            raise
+        self.last_checkpoint_t = meta.get("t")
+
+    def read_checkpoint(self) -> tuple[dict, dict]:
+        errors = []
+        cur, prev = self.checkpoint_paths()
+        for p in (cur, prev):
+            if not p.exists():
+                continue
+            try:
+                with np.load(p, allow_pickle=False) as z:
+                    meta = json.loads(str(z["meta"]))
+                    state = {k[6:]: np.array(z[k]) for k in z.files if k.startswith("state_")}
+                if not isinstance(meta, dict):
+                    raise ValueError("the checkpoint's meta data is not a table")
+                return state, meta
+            except (zipfile.BadZipFile, OSError, ValueError, KeyError, EOFError) as exc:
+                errors.append(f"{p.name}: {' '.join(str(exc).split())}")
+                if p == cur and prev.exists():
+                    log.warning("checkpoint %s is unreadable (%s); trying the previous one", p, exc)
+        raise FileNotFoundError(
+            f"no usable checkpoint in {self.folder}" + (f" ({'; '.join(errors)})" if errors else "")
+            + f"; the run cannot be continued -- start it again with: spherepde run {self.folder / 'config.toml'} --out {self.folder} --force"
+        )
+
+
+@contextmanager
+def _writing(path):
+    """Name ``path`` in an OSError (e.g. a full disk) raised while writing it."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.filename is None:
+            exc.filename = str(path)
+        raise
+
+
+def _state_scalars(state: dict) -> dict:
+    out = {}
+    for k, v in state.items():
+        a = np.asarray(v)
+        out[k] = a.item() if a.ndim == 0 else a
+    return out
+
+
+def _vtp_bytes(mesh) -> int:
+    """A generous estimate of the size of one density .vtp file."""
+    nv, nc = len(np.asarray(mesh.points)), int(mesh.n_cells)
+    return 4096 + 3 * (24 * nv + 50 * nc)
+
+
+def _check_free_space(folder: Path, need: int, target: Path) -> None:
+    """Raise OSError(ENOSPC) before a write that would fill the disk (VTK's writers crash on a full disk)."""
+    try:
+        free = shutil.disk_usage(folder).free
+    except OSError:
+        return
+    if free < need + VTK_RESERVE_BYTES:
+        raise OSError(errno.ENOSPC, f"{os.strerror(errno.ENOSPC)} ({free} bytes free; a VTK snapshot needs about {need})", str(target))
+
+
+def _write_snapshot(rf: _RunFolder, index: int, t: float, solver, mesh, *, tokens_vtk: bool = False) -> None:
+    snap = solver.snapshot() if hasattr(solver, "snapshot") else {"rho": solver.rho.copy()}
+    target = rf.snapdir / f"{index:06d}.npz"
+    with _writing(target):
+        rf.snapdir.mkdir(exist_ok=True)
+        atomic_savez(target, t=np.float64(t), **snap)
+    if mesh is not None and "rho" in snap and rf.vtkdir is not None:
+        from spherepde.geometry.vtk import write_density_vtp
+
+        vtp = rf.vtkdir / f"density_{index:06d}.vtp"
+        with _writing(vtp):
+            rf.vtkdir.mkdir(exist_ok=True)
+            _check_free_space(rf.vtkdir, _vtp_bytes(mesh), vtp)
+            write_density_vtp(mesh, snap["rho"], vtp, t=t)
+    if tokens_vtk and "X" in snap and rf.vtkdir is not None:
+        from spherepde.geometry.vtk import write_tokens_vtp
+
+        vtp = rf.vtkdir / f"tokens_{index:06d}.vtp"
+        with _writing(vtp):
+            rf.vtkdir.mkdir(exist_ok=True)
+            write_tokens_vtp(snap["X"], vtp, t=t)
+
+
+def _finalise_snapshots(rf: _RunFolder, cfg: Config) -> None:
+    files = sorted(rf.snapdir.glob("[0-9]*.npz"))
+    if not files:
+        return
+    ts, vals = [], {}
+    for f in files:
+        with np.load(f, allow_pickle=False) as z:
+            ts.append(float(z["t"]))
+            for k in z.files:
+                if k != "t":
+                    vals.setdefault(k, []).append(np.array(z[k]))
+    with _writing(rf.folder / "snapshots.npz"):
+        atomic_savez(rf.folder / "snapshots.npz", t=np.array(ts), **{k: np.stack(v) for k, v in vals.items()})
+    if "rho" in vals and cfg.output.vtk:
+        from spherepde.geometry.vtk import write_pvd
+
+        with _writing(rf.folder / "density.pvd"):
+            write_pvd(rf.folder / "density.pvd", [(t, f"vtk/density_{i:06d}.vtp") for i, t in enumerate(ts)])
+    if "X" in vals and cfg.output.vtk and rf.vtkdir is not None:
+        from spherepde.geometry.vtk import write_pvd
+
+        entries = [(t, f"vtk/tokens_{f.stem}.vtp") for f, t in zip(files, ts) if (rf.vtkdir / f"tokens_{f.stem}.vtp").is_file()]
+        if entries:
+            with _writing(rf.folder / "tokens.pvd"):
+                write_pvd(rf.folder / "tokens.pvd", entries)
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+# ---------------------------------------------------------------- run folders
+def _folder_lock(folder: Path) -> FolderLock:
+    return FolderLock(folder, LOCK_FILE, error=RunLockedError, what="spherepde process")
+
+
+def _acquire(lock: FolderLock, folder: Path) -> None:
+    try:
+        lock.acquire()
+    except RunLockedError:
+        raise
+    except OSError as exc:
+        raise RunFolderError(f"cannot write into the run folder {folder}: {exc.strerror or exc}; choose another --out") from exc
+
+
+def _write_marker(folder: Path, cfg: Config, kind: str) -> None:
+    info = {
+        "spherepde": __version__,
+        "kind": kind,
+        "created": datetime.now(UTC).isoformat(timespec="seconds"),
+        "config_toml": config_to_toml(cfg),
+    }
+    atomic_write_text(folder / MARKER, json.dumps(info, indent=1) + "\n")
+
+
+def _check_out_path(folder: Path) -> bool:
+    """Check that ``folder`` can be a run folder (refused: RunFolderError); True if it exists and is not empty."""
+    try:
+        if folder.is_dir():
+            if not os.access(folder, os.W_OK | os.X_OK):
+                raise RunFolderError(f"cannot write into the run folder {folder}: permission denied; choose another --out")
+            return any(folder.iterdir())
+        if folder.exists() or folder.is_symlink():
+            raise RunFolderError(f"cannot use {folder} as a run folder: it is a file, not a folder; choose another --out")
+        p = folder.parent
+        while not (p.exists() or p.is_symlink()) and p != p.parent:
+            p = p.parent
+        if not p.is_dir():
+            raise RunFolderError(f"cannot create the run folder {folder}: {p} is a file, not a folder; choose another --out")
+        if not os.access(p, os.W_OK | os.X_OK):
+            raise RunFolderError(f"cannot create the run folder {folder}: {p} is not writable; choose another --out")
+    except OSError as exc:  # e.g. a folder we may not list
+        raise RunFolderError(f"cannot use {folder} as a run folder: {exc.strerror or exc}; choose another --out") from exc
+    return False
+
+
+def _refuse_existing(folder: Path, force: bool, lock: FolderLock, what: str = "run folder") -> None:
+    """An existing non-empty folder: refused unless ``force`` and it is an unlocked run folder."""
+    other = lock.holder()
+    if other is not None:
+        raise RunLockedError(f"another spherepde process (pid {other['pid']}) is writing into {folder}; wait for it to finish or stop it")
+    if not (folder / MARKER).is_file():
+        raise RunExistsError(
+            f"{folder} exists and is not a spherepde run folder (it has no {MARKER} marker); choose another --out "
+            "(--force replaces only run folders, so nothing was deleted)"
+        )
+    if not force:
+        raise RunExistsError(f"{what} {folder} exists already; choose another name, pass --force to overwrite it, or 'spherepde resume {folder}' to continue it")
+
+
+def _create_folder(folder: Path, cfg: Config, lock: FolderLock, *, replace: bool, kind: str) -> None:
+    """Create (or replace) the folder, lock it and write the marker; RunFolderError when that is impossible."""
+    created = False
+    try:
+        if replace:
+            shutil.rmtree(folder)
+        if not folder.is_dir():
+            folder.mkdir(parents=True)
+            created = True
+    except FileExistsError as exc:
+        raise RunExistsError(f"{folder} appeared while this run was starting (another process?); choose another --out") from exc
+    except OSError as exc:
+        raise RunFolderError(f"cannot create the run folder {folder}: {exc.strerror or exc}; choose another --out") from exc
+    try:
+        _acquire(lock, folder)
+        try:
+            _write_marker(folder, cfg, kind)
+        except OSError as exc:
+            raise RunFolderError(f"cannot write into the run folder {folder}: {exc.strerror or exc}; choose another --out") from exc
+    except BaseException:
+        lock.release()
+        if created:
+            try:
+                folder.rmdir()
+            except OSError:
+                pass
+        raise
+
+
+def _damaged(folder: Path, what: str) -> str:
+    return f"cannot resume {folder}: {what}; the run folder is damaged"
+
+
+#: Files and folders of a run folder, checked to be of the right kind on resume.
+_RUN_FILES = ("config.toml", "summary.json", "diagnostics.csv", "weights.npz", "mesh.npz", "checkpoint.npz", "checkpoint.prev.npz", "run.log", MARKER, LOCK_FILE)
+
+
+_RUN_DIRS = ("snapshots", "vtk")
+
+
+def _check_layout(folder: Path) -> None:
+    for name in _RUN_FILES:
+        p = folder / name
+        if p.exists() and not p.is_file():
+            raise RunFolderError(_damaged(folder, f"{name} is not a file"))
+    for name in _RUN_DIRS:
+        p = folder / name
+        if p.exists() and not p.is_dir():
+            raise RunFolderError(_damaged(folder, f"{name} is not a folder"))
+
+
+def _config_changes(old: dict, new: dict) -> list[str]:
+    out = []
+    for sec in sorted(set(old) | set(new)):
+        a, b = old.get(sec, {}), new.get(sec, {})
+        if not isinstance(a, dict) or not isinstance(b, dict):
+            if a != b:
+                out.append(f"{sec}: {a!r} -> {b!r}")
+            continue
+        for key in sorted(set(a) | set(b)):
+            if a.get(key, "(missing)") != b.get(key, "(missing)"):
+                out.append(f"{sec}.{key}: {a.get(key, '(missing)')!r} -> {b.get(key, '(missing)')!r}")
+    return out
+
+
+def _check_config_unchanged(folder: Path) -> None:
+    """Refuse a config.toml edited after the run started (compared with the copy in the marker)."""
+    try:
+        info = json.loads((folder / MARKER).read_text())
+    except FileNotFoundError:  # a run folder of an older version: nothing to compare with
+        return
+    except (OSError, ValueError) as exc:
+        log.warning("%s is unreadable (%s); cannot check that config.toml is unchanged", folder / MARKER, exc)
+        return
+    stored = info.get("config_toml") if isinstance(info, dict) else None
+    if not isinstance(stored, str):
+        return
+    current = (folder / "config.toml").read_text()
+    if current == stored:
+        return
+    try:
+        changes = _config_changes(tomllib.loads(stored), tomllib.loads(current))
+    except tomllib.TOMLDecodeError:
+        return
+    if changes:
+        raise RunFolderError(
+            f"cannot resume {folder}: config.toml was edited after the run started ({'; '.join(changes)}); put the values back, "
+            f"or start a new run from it: spherepde run {folder / 'config.toml'} --out NEW_FOLDER"
+        )
+
+
+def _load_part(folder: Path, name: str, loader):
+    p = folder / name
+    if not p.is_file():
+        raise RunFolderError(_damaged(folder, f"{name} is missing"))
+    try:
+        return loader(p)
+    except Exception as exc:
+        raise RunFolderError(_damaged(folder, f"{name} cannot be read ({_one_line(exc)})")) from exc
+
+
+def _read_summary(folder: Path) -> dict:
+    try:
+        summary = json.loads((folder / "summary.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return summary if isinstance(summary, dict) else {}
+
+
+def _clear_generated(folder: Path) -> None:
+    """Remove what a run writes (not config.toml, the marker, run.log) before starting it again from t = 0."""
+    for name in ("diagnostics.csv", "summary.json", "weights.npz", "mesh.npz", "snapshots.npz", "density.pvd", "tokens.pvd", "checkpoint.tmp.npz"):
+        with _writing(folder / name):
+            (folder / name).unlink(missing_ok=True)
+    for sub, patterns in (("snapshots", ("[0-9]*.npz", ".*.tmp")), ("vtk", ("density_*.vtp", "tokens_*.vtp"))):
+        d = folder / sub
+        if d.is_dir():
+            for pattern in patterns:
+                for f in d.glob(pattern):
+                    f.unlink(missing_ok=True)
+            try:
+                d.rmdir()
+            except OSError:  # something else lives there: leave it
+                pass
+

@@ -1,0 +1,166 @@
+"""Monte-Carlo runs: one configuration over several weight-noise paths.
+
+``OUT/path-NNN`` are ordinary run folders (seeds ``weights.seed + k``); ``OUT`` gathers
+their mean, standard deviation and 5-95 % quantiles per record (``diagnostics_mean.csv``
+and friends) and a summary. Resuming the folder resumes its unfinished paths.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import logging
+import math
+from pathlib import Path
+
+import numpy as np
+
+from spherepde.runs.config import Config, config_to_toml
+from spherepde.runs.files import atomic_write_text
+from spherepde.runs.folder import (
+    MARKER,
+    RunFolderError,
+    _acquire,
+    _check_config_unchanged,
+    _check_out_path,
+    _create_folder,
+    _damaged,
+    _folder_lock,
+    _one_line,
+    _read_summary,
+    _refuse_existing,
+    _RunFolder,
+    _writing,
+    read_diagnostics,
+)
+from spherepde.runs.runner import (
+    RunAborted,
+    RunFailedError,
+    RunResult,
+    _failure_message,
+    _load_run_config,
+    _try,
+    _versions,
+    build_mesh,
+    build_solver,
+    build_weight_path,
+    default_run_name,
+    resume,
+    run,
+)
+
+log = logging.getLogger(__name__)
+
+__all__ = ["monte_carlo"]
+
+
+def monte_carlo(cfg: Config, *, paths: int | None = None, out=None, force: bool = False, progress: bool | None = None) -> RunResult:
+    """Run ``paths`` weight-noise paths (seeds weights.seed + 0, 1, ...) and aggregate.
+
+    Each path is a complete run folder ``path-NNN`` inside the Monte-Carlo folder;
+    ``diagnostics_mean.csv`` and ``diagnostics_std.csv`` hold the mean and standard
+    deviation (ddof = 1) of every diagnostic over the paths at each record time,
+    ``diagnostics_q05.csv`` and ``diagnostics_q95.csv`` its 5 % and 95 % quantiles. A Ctrl-C
+    stops after the current path's checkpoint (status ``interrupted``); :func:`resume` on
+    the Monte-Carlo folder finishes the remaining paths and aggregates. The Monte-Carlo
+    folder carries the run-folder marker and lock too.
+    """
+    paths = cfg.montecarlo.paths if paths is None else paths
+    folder = Path(out) if out is not None else Path(cfg.run.out) / (cfg.run.name or default_run_name(cfg).replace("-seed", "-mc-seed"))
+    lock = _folder_lock(folder)
+    exists = _check_out_path(folder)
+    if exists:
+        _refuse_existing(folder, force, lock, what="Monte-Carlo folder")
+    # check the inputs (files, shapes) before writing or deleting anything
+    with np.errstate(all="ignore"):
+        path0 = build_weight_path(cfg)
+        build_solver(cfg, path0, mesh=build_mesh(cfg) if cfg.run.solver in ("mesh", "both") else None)
+    del path0
+    _create_folder(folder, cfg, lock, replace=exists, kind="monte-carlo")
+    return _mc_execute(cfg, folder, paths, lock=lock, progress=progress, resuming=False)
+
+
+def _mc_execute(cfg: Config, folder: Path, paths: int, *, lock, progress, resuming: bool) -> RunResult:
+    try:
+        try:
+            if not resuming:
+                with _writing(folder / "config.toml"):
+                    atomic_write_text(folder / "config.toml", config_to_toml(cfg))
+                _write_mc_summary(folder, cfg, paths, "running")
+            return _monte_carlo_paths(cfg, folder, paths, progress=progress, resuming=resuming)
+        except KeyboardInterrupt as exc:
+            _try("summary.json", _write_mc_summary, folder, cfg, paths, "interrupted")
+            raise RunAborted(folder) from exc
+        except RunFailedError as exc:
+            _try("summary.json", _write_mc_summary, folder, cfg, paths, "failed", {"error": str(exc)})
+            raise
+        except Exception as exc:
+            msg = _failure_message(exc, folder)
+            _try("summary.json", _write_mc_summary, folder, cfg, paths, "failed", {"error": msg})
+            raise RunFailedError(msg, folder) from exc
+    finally:
+        lock.release()
+
+
+def _mc_seeds(cfg: Config, paths: int) -> list[int]:
+    return [cfg.weights.seed + i for i in range(paths)]
+
+
+def _write_mc_summary(folder: Path, cfg: Config, paths: int, status: str, extra: dict | None = None) -> None:
+    summary = {"status": status, "paths": paths, "seeds": _mc_seeds(cfg, paths), "versions": _versions()}
+    if status != "completed":
+        summary["resume_command"] = f"spherepde resume {folder}"
+    summary.update(extra or {})
+    with _writing(folder / "summary.json"):
+        atomic_write_text(folder / "summary.json", json.dumps(summary, indent=2, default=lambda x: None))
+
+
+def _monte_carlo_paths(cfg: Config, folder: Path, paths: int, *, progress, resuming: bool = False) -> RunResult:
+    results = []
+    for i, seed in enumerate(_mc_seeds(cfg, paths)):
+        sub = folder / f"path-{i:03d}"
+        status = _read_summary(sub).get("status") if resuming else None
+        if status == "completed":
+            res = RunResult(sub, "completed", read_diagnostics(sub / "diagnostics.csv"))
+        elif resuming and (sub / "config.toml").is_file() and ((sub / MARKER).is_file() or any(p.exists() for p in _RunFolder(sub).checkpoint_paths())):
+            res = resume(sub, progress=progress)
+        else:
+            res = run(cfg, out=sub, force=resuming, progress=progress, seed=seed)
+        if res.status != "completed":
+            log.warning("Monte-Carlo interrupted in path %d; continue with: spherepde resume %s", i, folder)
+            _write_mc_summary(folder, cfg, paths, "interrupted", {"paths_completed": i})
+            return RunResult(folder, "interrupted", {})
+        results.append(res.diagnostics)
+    cols = list(results[0])
+    stack = {c: np.stack([r[c] for r in results]) for c in cols}
+    mean = {c: stack[c].mean(axis=0) for c in cols}
+    std = {c: stack[c].std(axis=0, ddof=1) if paths > 1 else np.zeros_like(mean[c]) for c in cols}
+    q05, q95 = ({c: np.quantile(stack[c], q, axis=0) for c in cols} for q in (0.05, 0.95))  # the 5-95 % band of the plots
+    for name, table in (("diagnostics_mean.csv", mean), ("diagnostics_std.csv", std), ("diagnostics_q05.csv", q05), ("diagnostics_q95.csv", q95)):
+        with _writing(folder / name), open(folder / name, "w", newline="") as fh:
+            w = csv.writer(fh)
+            w.writerow(cols)
+            for k in range(len(table["t"])):
+                w.writerow([repr(float(table[c][k])) for c in cols])
+    def finite(x) -> float | None:
+        return float(x) if math.isfinite(x) else None
+
+    _write_mc_summary(folder, cfg, paths, "completed", {"final_mean": {c: finite(mean[c][-1]) for c in cols}, "final_std": {c: finite(std[c][-1]) for c in cols}})
+    return RunResult(folder, "completed", {"mean": mean, "std": std, "paths": stack})
+
+
+def _resume_monte_carlo(folder: Path, summary: dict, *, progress) -> RunResult:
+    lock = _folder_lock(folder)
+    _acquire(lock, folder)
+    try:
+        cfg = _load_run_config(folder)
+        _check_config_unchanged(folder)
+        try:
+            paths = int(summary["paths"])
+        except (TypeError, ValueError) as exc:
+            raise RunFolderError(_damaged(folder, f"summary.json has no valid number of paths ({_one_line(exc)})")) from exc
+    except BaseException:
+        lock.release()
+        raise
+    return _mc_execute(cfg, folder, paths, lock=lock, progress=progress, resuming=True)
+
