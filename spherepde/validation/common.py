@@ -9,7 +9,23 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["fit_rate", "fit_power_law", "markdown_table", "to_jsonable", "save_json", "figure_path", "save_figure"]
+__all__ = [
+    "StudyPreconditionError",
+    "check_passed",
+    "checks_line",
+    "claim_sentence",
+    "figure_path",
+    "fit_power_law",
+    "fit_rate",
+    "markdown_table",
+    "paper_claim",
+    "require",
+    "require_finite",
+    "save_figure",
+    "save_json",
+    "solver_check",
+    "to_jsonable",
+]
 
 
 def fit_rate(h, err) -> float:
@@ -125,11 +141,123 @@ def study_params(sizes: dict, size: str, overrides: dict, *, strict: bool = Fals
     return p, progress_logger(verbose)
 
 
-def checks_line(checks: dict) -> str:
-    """The closing sentence of a study summary: which checks passed and which failed."""
-    ok = [k for k, v in checks.items() if v]
-    bad = [k for k, v in checks.items() if not v]
-    return f"\nChecks passed: {', '.join(ok) or 'none'}. Failed: {', '.join(bad) or 'none'}."
+# ------------------------------------------------------------ checks, claims, preconditions
+class StudyPreconditionError(RuntimeError):
+    """A finiteness or sanity condition of a study failed: its numbers cannot be interpreted.
+
+    Raised (with a one-line message) instead of counting a check; ``spherepde validate``
+    reports the study as an error and exits 1.
+    """
+
+
+def require(condition, message: str) -> None:
+    """Raise :class:`StudyPreconditionError` with ``message`` unless ``condition`` holds."""
+    if not bool(condition):
+        raise StudyPreconditionError(message)
+
+
+def require_finite(what: str, *values) -> None:
+    """Precondition: every number in ``values`` (scalars or nested sequences) is finite."""
+    flat: list = []
+
+    def walk(x):
+        if isinstance(x, dict):
+            for y in x.values():
+                walk(y)
+        elif isinstance(x, (list, tuple)) or (isinstance(x, np.ndarray) and x.dtype == object):
+            for y in x:
+                walk(y)
+        else:
+            flat.append(np.ravel(np.asarray(x if x is not None else np.nan, dtype=float)))
+
+    walk(values)
+    a = np.concatenate(flat) if flat else np.zeros(0)
+    if a.size and not np.all(np.isfinite(a)):
+        bad = int(np.sum(~np.isfinite(a)))
+        raise StudyPreconditionError(f"{what}: {bad} of {a.size} values are not finite")
+
+
+def _num(x):
+    if x is None:
+        return None
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return x
+    return v
+
+
+def _g(x) -> str:
+    return "nan" if x is None or not math.isfinite(x) else f"{x:.3g}"
+
+
+def solver_check(measured, *, lo=None, hi=None, expected=None, tolerance: str | None = None) -> dict:
+    """A solver check: ``measured`` must lie in ``[lo, hi]`` (either end may be open).
+
+    ``expected`` is the value the measurement estimates (an analytic value, a reference or
+    an expected order; a number or a short text) and ``tolerance`` says in words how far from
+    it the measurement may be (default: the interval). A non-finite measurement fails.
+    Returns ``{"passed", "measured", "expected", "lo", "hi", "tolerance"}`` -- what the report
+    prints, and the only thing the headline counts.
+    """
+    m = _num(measured)
+    finite = isinstance(m, float) and math.isfinite(m)
+    passed = finite and (lo is None or m >= lo) and (hi is None or m <= hi)
+    if tolerance is None:
+        if lo is not None and hi is not None:
+            tolerance = f"in [{lo:g}, {hi:g}]"
+        elif hi is not None:
+            tolerance = f"<= {hi:g}"
+        elif lo is not None:
+            tolerance = f">= {lo:g}"
+        else:
+            tolerance = "-"
+    return {"passed": bool(passed), "measured": m, "expected": _num(expected), "lo": _num(lo), "hi": _num(hi), "tolerance": tolerance}
+
+
+def check_passed(check) -> bool:
+    """Whether a check passed: a :func:`solver_check` dict, or a bare bool (older studies)."""
+    return bool(check["passed"]) if isinstance(check, dict) else bool(check)
+
+
+def paper_claim(value, interval, paper_value: float, *, statement: str, quantity: str = "b") -> dict:
+    """A claim of the paper, reproduced only when the 95% ``interval`` contains ``paper_value``.
+
+    ``value`` is the point estimate (reported, never used for the verdict); an interval
+    with a non-finite end (e.g. one path per H, no bootstrap) does not reproduce anything.
+    """
+    lo, hi = (_num(x) for x in interval)
+    ok = all(isinstance(x, float) and math.isfinite(x) for x in (lo, hi)) and lo <= paper_value <= hi
+    return {
+        "reproduced": bool(ok),
+        "value": _num(value),
+        "interval": [lo, hi],
+        "paper_value": float(paper_value),
+        "quantity": quantity,
+        "statement": statement,
+    }
+
+
+def claim_sentence(claim: dict) -> str:
+    """``<q> = v, 95% interval [lo, hi]: the paper's <q> = p is REPRODUCED / NOT reproduced (...)``."""
+    q, (lo, hi), pv = claim.get("quantity", "b"), claim["interval"], claim["paper_value"]
+    head = f"{q} = {_g(claim['value'])}, 95% interval [{_g(lo)}, {_g(hi)}]: the paper's {q} = {pv:g} is "
+    if claim["reproduced"]:
+        return head + "REPRODUCED (the interval contains it)"
+    finite = all(x is not None and math.isfinite(x) for x in (lo, hi))
+    return head + ("NOT reproduced (the interval excludes it)" if finite else "NOT reproduced (no interval: fewer than two paths per H)")
+
+
+def checks_line(checks: dict, claims: dict | None = None) -> str:
+    """The closing sentence of a study summary, from the same booleans the report counts."""
+    ok = [k for k, v in checks.items() if check_passed(v)]
+    bad = [k for k, v in checks.items() if not check_passed(v)]
+    line = f"\nSolver checks: {len(ok)}/{len(checks)} pass" + (f"; failed: {', '.join(bad)}." if bad else ".")
+    if claims:
+        rep = [k for k, v in claims.items() if v["reproduced"]]
+        nrep = [k for k, v in claims.items() if not v["reproduced"]]
+        line += f" Paper claims: {len(rep)}/{len(claims)} reproduced" + (f"; not reproduced: {', '.join(nrep)}." if nrep else ".")
+    return line
 
 
 def print_study(res: dict) -> None:

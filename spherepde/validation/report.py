@@ -6,13 +6,28 @@ Runs the validation studies of the ``validation`` package (one module per name i
 ``spherepde.validation.STUDIES``; see ``spherepde/validation/__init__.py`` for the protocol): for each study
 ``results = module.run(size)`` and ``figures = module.plot(results, OUT/"figures")``,
 then writes ``OUT/report.md`` (title, date, versions, machine; per study its title,
-summary, checks, key-number tables, figures and wall time) and ``OUT/report.json``
-(every number). A study module that is not present is reported as missing; a study
-that raises is reported with its error and the others still run.
+summary, solver checks, paper claims, key-number tables, figures and wall time) and
+``OUT/report.json`` (every number). A study module that is not present is reported as
+missing; a study that raises is reported with its error and the others still run; a
+study whose precondition fails (``StudyPreconditionError``: non-finite numbers, too few
+levels...) is reported as an error with its one-line message.
 
-Exit status: 0 the studies ran (failed checks are listed in the report and in a one-line
-summary on stderr), 1 a study raised an error, 2 bad options or an existing non-empty
-output folder without ``--force`` (nothing is written).
+Two kinds of outcome are counted apart, and the headline, the overview and the CLI's
+one-line summary are all derived from the same booleans:
+
+* **solver checks** (``results["checks"]``: ``{name: {passed, measured, expected, lo, hi,
+  tolerance}}``, see :func:`spherepde.validation.common.solver_check`) -- must pass; each
+  compares a measured number with an analytic value, a reference or an expected order;
+* **paper claims** (``results["claims"]``: ``{name: {reproduced, value, interval,
+  paper_value, statement}}``, see :func:`spherepde.validation.common.paper_claim`) --
+  reproduced or not (the 95% interval contains the paper's value or not); never a pass or
+  a failure of the solver.
+
+A study that still returns bare booleans as checks is accepted (measured value unknown).
+
+Exit status: 0 the studies ran (failed checks and claims not reproduced are listed in the
+report and in a one-line summary on stderr), 1 a study raised an error, 2 bad options or an
+existing non-empty output folder without ``--force`` (nothing is written).
 """
 
 from __future__ import annotations
@@ -29,7 +44,7 @@ import time
 import traceback
 from pathlib import Path
 
-__all__ = ["SIZES", "DEFAULT_OUT", "OutputExistsError", "render_markdown", "run_validation", "studies"]
+__all__ = ["SIZES", "DEFAULT_OUT", "OutputExistsError", "headline", "render_markdown", "run_validation", "studies"]
 
 log = logging.getLogger(__name__)
 
@@ -96,8 +111,10 @@ def run_validation(
     Returns
     -------
     dict : the report (also written to ``report.json``): ``meta``, ``studies``
-        ({name: {status, title, summary, checks, results, figures, wall_s, error}}),
-        ``failed_checks`` ([(study, check)]), ``missing``, ``errors``.
+        ({name: {status, title, summary, checks, claims, results, figures, wall_s, error}}),
+        ``failed_checks`` ([(study, check)]), ``claims_not_reproduced`` ([(study, claim)]),
+        ``counts`` ({checks_passed, checks_total, claims_reproduced, claims_total}),
+        ``missing``, ``errors``.
 
     Raises
     ------
@@ -105,7 +122,7 @@ def run_validation(
     OutputExistsError : ``out`` exists and is not empty and ``force`` is False.
     """
     from spherepde import __version__
-    from spherepde.validation.common import save_json
+    from spherepde.validation.common import StudyPreconditionError, save_json
 
     if size not in SIZES:
         raise ValueError(f"unknown size {size!r}; use one of {', '.join(SIZES)}")
@@ -149,12 +166,22 @@ def run_validation(
             mod = importlib.import_module(modname)
             entry["title"] = getattr(mod, "TITLE", name)
             results = mod.run(size, verbose=True) if verbose else mod.run(size)
+        except StudyPreconditionError as exc:
+            entry.update(status="error", error=f"precondition failed: {exc}", precondition=True, wall_s=time.perf_counter() - t0)
+            say(f"[{i}/{len(names)}] {name}: ERROR after {entry['wall_s']:.1f} s: {entry['error']}")
+            continue
         except Exception as exc:  # noqa: BLE001 - a broken study must not stop the others
             entry.update(status="error", error=f"{type(exc).__name__}: {exc}", traceback=traceback.format_exc(), wall_s=time.perf_counter() - t0)
             say(f"[{i}/{len(names)}] {name}: ERROR after {entry['wall_s']:.1f} s: {entry['error']}")
             continue
         entry["wall_s"] = time.perf_counter() - t0
-        entry.update(status="ok", results=results, summary=results.get("summary", ""), checks=dict(results.get("checks", {})))
+        entry.update(
+            status="ok",
+            results=results,
+            summary=results.get("summary", ""),
+            checks={k: _normalise_check(v) for k, v in results.get("checks", {}).items()},
+            claims=dict(results.get("claims", {})),
+        )
         entry["title"] = results.get("title", entry["title"])
         try:
             figs = mod.plot(results, fig_dir) or []
@@ -163,16 +190,61 @@ def run_validation(
             entry["figures"] = []
             entry["plot_error"] = f"{type(exc).__name__}: {exc}"
             say(f"[{i}/{len(names)}] {name}: plotting failed: {entry['plot_error']}")
-        nfail = sum(not v for v in entry["checks"].values())
-        say(f"[{i}/{len(names)}] {name}: done in {entry['wall_s']:.1f} s, {len(entry['checks']) - nfail}/{len(entry['checks'])} checks pass")
+        say(f"[{i}/{len(names)}] {name}: done in {entry['wall_s']:.1f} s, {_outcome(entry)}")
 
     report["meta"]["wall_s"] = time.perf_counter() - t_all
-    report["failed_checks"] = [[n, k] for n, e in report["studies"].items() for k, v in e.get("checks", {}).items() if not v]
+    try:  # other work on the machine inflates every wall time: say how busy it was
+        report["meta"]["machine"]["load_average_1min_end"] = os.getloadavg()[0]
+    except (AttributeError, OSError):  # pragma: no cover - not on every platform
+        pass
+    report["failed_checks"] = [[n, k] for n, e in report["studies"].items() for k, v in e.get("checks", {}).items() if not v["passed"]]
+    report["claims_not_reproduced"] = [[n, k] for n, e in report["studies"].items() for k, v in e.get("claims", {}).items() if not v["reproduced"]]
+    report["counts"] = {
+        "checks_passed": sum(v["passed"] for e in report["studies"].values() for v in e.get("checks", {}).values()),
+        "checks_total": sum(len(e.get("checks", {})) for e in report["studies"].values()),
+        "claims_reproduced": sum(v["reproduced"] for e in report["studies"].values() for v in e.get("claims", {}).values()),
+        "claims_total": sum(len(e.get("claims", {})) for e in report["studies"].values()),
+    }
     report["missing"] = [n for n, e in report["studies"].items() if e["status"] == "missing"]
     report["errors"] = {n: e["error"] for n, e in report["studies"].items() if e["status"] == "error"}
     (out / "report.md").write_text(render_markdown(report))
     save_json(report, out / "report.json")
     return report
+
+
+def _normalise_check(v) -> dict:
+    """A check as a dict (older studies return bare booleans: measured value unknown)."""
+    if isinstance(v, dict):
+        return {"passed": bool(v["passed"]), **{k: v.get(k) for k in ("measured", "expected", "lo", "hi", "tolerance")}}
+    return {"passed": bool(v), "measured": None, "expected": None, "lo": None, "hi": None, "tolerance": None}
+
+
+def _outcome(entry: dict) -> str:
+    """'a/b solver checks pass[, c/d paper claims reproduced]' for one study."""
+    checks, claims = entry.get("checks", {}), entry.get("claims", {})
+    out = f"{sum(v['passed'] for v in checks.values())}/{len(checks)} solver checks pass" if checks else "no solver checks"
+    if claims:
+        out += f", {sum(v['reproduced'] for v in claims.values())}/{len(claims)} paper claims reproduced"
+    return out
+
+
+def headline(report: dict) -> str:
+    """One line: solver checks passed/total, paper claims reproduced/total, failures, missing and broken studies.
+
+    The report's headline and ``spherepde validate``'s summary on stderr are this line.
+    """
+    c = report["counts"]
+    msg = f"solver checks {c['checks_passed']}/{c['checks_total']} pass"
+    if report["failed_checks"]:
+        msg += " (FAILED: " + "; ".join(f"{n}: {k}" for n, k in report["failed_checks"]) + ")"
+    msg += f"; paper claims {c['claims_reproduced']}/{c['claims_total']} reproduced"
+    if report["claims_not_reproduced"]:
+        msg += " (not reproduced: " + "; ".join(f"{n}: {k}" for n, k in report["claims_not_reproduced"]) + ")"
+    if report["errors"]:
+        msg += f"; studies with errors: {', '.join(report['errors'])}"
+    if report["missing"]:
+        msg += f"; missing studies: {', '.join(report['missing'])}"
+    return msg
 
 
 # ------------------------------------------------------------------ Markdown
@@ -194,7 +266,7 @@ def _table(headers, rows) -> str:
 
 def _key_numbers(results: dict, limit: int = 40) -> list[tuple[str, object]]:
     """Scalar numbers of a study without its own ``tables``: top-level and one level down."""
-    skip = {"summary", "checks", "tables", "title", "name", "size", "params"}
+    skip = {"summary", "checks", "claims", "tables", "title", "name", "size", "params"}
     out = []
     for k, v in results.items():
         if k in skip:
@@ -219,7 +291,8 @@ def render_markdown(report: dict) -> str:
         f"- spherepde {m['spherepde_version']}, size `{m['size']}`",
         f"- machine: {mach.get('cpu_count')} cores ({mach.get('processor')}), {mach.get('platform')}, Python {mach.get('python')}"
         + (f", numpy {mach['numpy']}, scipy {mach['scipy']}, numba {mach['numba']} ({mach['numba_threads']} threads)" if "numba" in mach else "")
-        + (f"; 1-min load average at the start {mach['load_average_1min']:.1f}" if "load_average_1min" in mach else ""),
+        + (f"; 1-min load average at the start {mach['load_average_1min']:.1f}" if "load_average_1min" in mach else "")
+        + (f", at the end {mach['load_average_1min_end']:.1f}" if "load_average_1min_end" in mach else ""),
         f"- total wall time: {m['wall_s']:.1f} s",
         "",
         "## Overview",
@@ -227,15 +300,34 @@ def render_markdown(report: dict) -> str:
     ]
     rows = []
     for name, e in report["studies"].items():
-        checks = e.get("checks", {})
-        npass = sum(bool(v) for v in checks.values())
-        status = {"ok": f"{npass}/{len(checks)} checks pass", "missing": "not run: module missing", "error": "**error**"}[e["status"]]
-        rows.append([name, e.get("title", "-"), status, f"{e['wall_s']:.1f} s" if "wall_s" in e else "-"])
-    lines += [_table(["study", "title", "outcome", "wall time"], rows), ""]
+        if e["status"] == "ok":
+            checks, claims = e.get("checks", {}), e.get("claims", {})
+            nfail = sum(not v["passed"] for v in checks.values())
+            chk = f"{len(checks) - nfail}/{len(checks)} pass" + (f" (**{nfail} failed**)" if nfail else "") if checks else "-"
+            nrep = sum(v["reproduced"] for v in claims.values())
+            clm = f"{nrep}/{len(claims)} reproduced" if claims else "-"
+        else:
+            chk = clm = {"missing": "not run: module missing", "error": "**error**"}[e["status"]]
+        rows.append([name, e.get("title", "-"), chk, clm, f"{e['wall_s']:.1f} s" if "wall_s" in e else "-"])
+    lines += [_table(["study", "title", "solver checks", "paper claims", "wall time"], rows), ""]
+    c = report["counts"]
+    lines += [
+        f"**Solver checks: {c['checks_passed']}/{c['checks_total']} pass.** Each compares a measured number with an analytic value, "
+        "a reference or an expected order, within the tolerance shown; a wrong scheme fails them.",
+        "",
+    ]
     if report["failed_checks"]:
-        lines += ["**Failed checks:**", ""] + [f"- {n}: {k}" for n, k in report["failed_checks"]] + [""]
-    else:
-        lines += ["All checks of the studies that ran pass.", ""]
+        lines += ["Failed solver checks:", ""] + [f"- {n}: {k}" for n, k in report["failed_checks"]] + [""]
+    lines += [
+        f"**Paper claims: {c['claims_reproduced']}/{c['claims_total']} reproduced.** A claim is reproduced only when the 95% interval "
+        "of the measured value contains the paper's value; claims are not counted as passes or failures of the solver.",
+        "",
+    ]
+    if report["claims_not_reproduced"]:
+        lines += ["Not reproduced:", ""] + [f"- {n}: {k}" for n, k in report["claims_not_reproduced"]] + [""]
+    if report["errors"]:
+        lines += ["**Studies that raised an error** (their checks and claims are not counted):", ""]
+        lines += [f"- {n}: {err}" for n, err in report["errors"].items()] + [""]
     if report["missing"]:
         lines += [f"Missing study modules (not run): {', '.join(report['missing'])}.", ""]
 
@@ -245,10 +337,33 @@ def render_markdown(report: dict) -> str:
             lines += [f"Study `{name}`: not run, {e['error']}.", ""]
             continue
         if e["status"] == "error":
-            lines += [f"Study `{name}`: **the study raised an error** after {e['wall_s']:.1f} s: `{e['error']}`", "", "```", e.get("traceback", "").rstrip(), "```", ""]
+            if e.get("precondition"):
+                lines += [f"Study `{name}`: **error** after {e['wall_s']:.1f} s -- {e['error']}", ""]
+            else:
+                lines += [f"Study `{name}`: **the study raised an error** after {e['wall_s']:.1f} s: `{e['error']}`", "", "```", e.get("traceback", "").rstrip(), "```", ""]
             continue
-        lines += [f"Study `{name}`, wall time {e['wall_s']:.1f} s.", "", e.get("summary", ""), "", "### Checks", ""]
-        lines += [_table(["check", "result"], [[k, "pass" if v else "**FAIL**"] for k, v in e["checks"].items()]), ""]
+        lines += [f"Study `{name}`, wall time {e['wall_s']:.1f} s.", "", e.get("summary", ""), ""]
+        if e["checks"]:
+            lines += ["### Solver checks", ""]
+            lines += [
+                _table(
+                    ["check", "measured", "target", "tolerance", "result"],
+                    [[k, v["measured"], v["expected"], v["tolerance"], "pass" if v["passed"] else "**FAIL**"] for k, v in e["checks"].items()],
+                ),
+                "",
+            ]
+        if e.get("claims"):
+            lines += ["### Paper claims", ""]
+            lines += [
+                _table(
+                    ["claim", "measured", "95% interval", "paper", "verdict"],
+                    [
+                        [k, v["value"], f"[{_cell(v['interval'][0])}, {_cell(v['interval'][1])}]", v["paper_value"], "reproduced" if v["reproduced"] else "**not reproduced**"]
+                        for k, v in e["claims"].items()
+                    ],
+                ),
+                "",
+            ]
         res = e["results"]
         tables = res.get("tables")
         if tables:

@@ -28,15 +28,26 @@ rho_0 (1 + eps Y_21) (renormalised), L1 and W1 (exact, cell centres) between the
 random symmetric matrix with ||S||_2 = 1, added to every head on the whole grid): the
 distance at time T against eps, with the fitted order (expected 1: the flow depends
 Lipschitz-continuously on the weights).
+
+Checks: the orders of d(T) in d(0) and in eps (expected 1, band [0.9, 1.1]; measured 0.97..1.04
+at every size), for the particles and the mesh. The a-priori Gronwall exponent int ell is
+reported next to the measured growth exponents but is not a check: it lies ~50-100x above
+anything measured (exponents ~100 against L_eff T < 1), so no scheme could violate it.
+Finite distances and ratios are preconditions
+(:class:`spherepde.validation.common.StudyPreconditionError`).
 """
 
 from __future__ import annotations
 
+import math
 import time
 
 import numpy as np
 
-from spherepde.validation.common import checks_line, fit_rate, markdown_table, save_figure, study_params
+from spherepde.validation.common import checks_line, fit_rate, markdown_table, require_finite, save_figure, solver_check, study_params
+
+#: Order of a distance at T in the size of the perturbation (expected 1: Lipschitz, differentiable flow map).
+ORDER_BAND = (0.9, 1.1, 1.0)
 
 NAME = "stability"
 TITLE = "Stability: Gronwall growth of perturbations of the initial data and of the weights"
@@ -301,24 +312,43 @@ def run(size: str = "quick", **overrides) -> dict:
     if p.get("mesh", True):
         res["mesh"] = _mesh(p, log)
     res["wall_s"] = time.perf_counter() - t0
+    _preconditions(res)
     res["checks"] = _checks(res)
     res["summary"] = _summary(res)
     return res
 
 
-def _checks(res) -> dict:
-    ch = {}
-    ini = res["initial"]
-    # ratio bounded: the coupling ratio stays below the a-priori Gronwall bound, and d(T)
-    # is proportional to d(0) (Lipschitz flow map: order ~ 1 across deltas)
-    ch["gronwall_bound_respected"] = all(r["bound_respected"] for r in ini.values())
-    ch["ratio_bounded"] = all(np.all(np.isfinite(r["C_w1"])) and max(r["C_w1"]) < 1e3 for r in ini.values())
-    ch["flow_map_lipschitz"] = all(0.8 <= r["order_T_coupling"] <= 1.2 for r in ini.values())
-    ch["eps_order_near_1"] = all(0.8 <= r["order_w1"] <= 1.2 for k, r in res["weights"].items() if k != "S")
+def _preconditions(res) -> None:
+    for H, r in res["initial"].items():
+        require_finite(f"stability [initial, H = {H}]: distances and growth exponents", r["w1"], r["coupling"], r["L_fit_w1"], r["C_w1"])
+    for H, r in res["weights"].items():
+        if H != "S":
+            require_finite(f"stability [weights, H = {H}]: distances at T", [w[-1] for w in r["w1"]], [c[-1] for c in r["coupling"]])
     if "mesh" in res:
         m = res["mesh"]
-        ch["mesh_eps_order_near_1"] = bool(0.8 <= m["weights"]["order_l1"] <= 1.2)
-        ch["mesh_initial_ratio_bounded"] = bool(np.all(np.isfinite(m["initial"]["ratio_T_l1"])))
+        require_finite("stability [mesh]: distance ratios", m["initial"]["ratio_T_l1"], m["initial"]["ratio_T_w1"], [v[-1] for v in m["weights"]["l1"]])
+
+
+def _worst(values, target=1.0):
+    return max(values, key=lambda v: abs(v - target))
+
+
+def _checks(res) -> dict:
+    lo, hi, ex = ORDER_BAND
+    ini = res["initial"]
+    Hs = ", ".join(ini)
+    ch = {
+        f"particles, perturbed initial data: order of the coupling distance d(T) in d(0) (H = {Hs}; H farthest from 1)": solver_check(
+            _worst([r["order_T_coupling"] for r in ini.values()]), lo=lo, hi=hi, expected=ex
+        ),
+        f"particles, perturbed weights D + eps S: order of W1(T) in eps (H = {Hs}; H farthest from 1)": solver_check(
+            _worst([r["order_w1"] for k, r in res["weights"].items() if k != "S"]), lo=lo, hi=hi, expected=ex
+        ),
+    }
+    if "mesh" in res:
+        m = res["mesh"]
+        ch["mesh, perturbed initial data: order of L1(T) in L1(0)"] = solver_check(m["initial"]["order_T_l1"], lo=lo, hi=hi, expected=ex)
+        ch["mesh, perturbed weights D + eps S: order of L1(T) in eps"] = solver_check(m["weights"]["order_l1"], lo=lo, hi=hi, expected=ex)
     return ch
 
 
@@ -344,10 +374,10 @@ def _summary(res) -> str:
     for H, r in res["initial"].items():
         L.append(
             f"\nH = {H}: d(T) against d(0) across delta has order {_f(r['order_T_w1'])} (W1) and {_f(r['order_T_coupling'])} "
-            f"(coupling) -- 1 means a Lipschitz flow map (ratios independent of delta). The measured coupling ratio "
-            f"{'stays below' if r['bound_respected'] else 'EXCEEDS'} the a-priori Gronwall bound exp(int ell), whose exponent "
-            f"{r['gronwall_exponent'][-1]:.3g} at T (mean ell = {r['ell_mean']:.3g}) is far above the measured ones: the "
-            f"bound is valid but not sharp."
+            f"(coupling) -- 1 means a Lipschitz flow map (ratios independent of delta). For reference (not a check), the "
+            f"a-priori Gronwall bound exp(int ell) has exponent {r['gronwall_exponent'][-1]:.3g} at T (mean ell = {r['ell_mean']:.3g}), "
+            f"against measured log-ratios at T of at most {max(math.log(max(x[-1], 1e-300)) for x in r['r_coupling']):.3g} (coupling): valid "
+            f"({'respected' if r['bound_respected'] else 'EXCEEDED'}) but so far from sharp that no scheme could violate it."
         )
     L.append("\n(b) Weight perturbation D_h(t) + eps S (||S||_2 = 1, same tokens):\n")
     rows = []

@@ -40,7 +40,7 @@ import time
 
 import numpy as np
 
-from spherepde.validation.common import fit_rate, print_study, save_figure, study_params
+from spherepde.validation.common import checks_line, fit_rate, print_study, require_finite, save_figure, solver_check, study_params
 
 NAME = "structure"
 TITLE = "Structure preservation: mass, positivity, energy monotonicity, energy balance"
@@ -112,10 +112,14 @@ SIZES = {
 MEANS = [[0.0, 0.0, 1.0], [1.0, 0.0, 0.2]]
 KAPPAS = [6.0, 10.0]
 MASS_TOL = 1e-12
-#: Minimum observed orders accepted (chosen from the measured values, see the summary).
-MIN_DT_ORDER = {"euler": 0.8, "ssprk2": 1.8, "ssprk3": 2.5}
-MIN_PAPER_H_ORDER = 0.7
-MIN_OU_ORDER = 0.3
+#: Accepted bands of the observed orders (expected value; measured values in the summary):
+#: edi_exact in dt with frozen weights: euler 1 (1.00), ssprk2 >= 2 (3.00: the residual
+#: superconverges), ssprk3 3 (3.00..3.17);
+DT_ORDER_BAND = {"euler": (0.8, 1.3, 1.0), "ssprk2": (1.8, 3.5, 2.0), "ssprk3": (2.5, 3.6, 3.0)}
+#: edi_paper in h (H = 1 frozen): 1 (1.01..1.05);
+PAPER_H_ORDER_BAND = (0.7, 1.4, 1.0)
+#: RMS edi_exact in the OU weight step: strong order 1/2 (0.96 smoke, 0.74 quick, 0.31 full).
+OU_ORDER_BAND = (0.25, 1.2, 0.5)
 #: Series stored for the figures are sub-sampled to at most this many points.
 MAX_SERIES = 400
 
@@ -151,7 +155,8 @@ def clustering_runs(p: dict) -> list[dict]:
     for order in p["orders"]:
         for cfl in p["cfls"]:
             t0 = time.perf_counter()
-            s = MeshSolver(mesh, rho0, path, order=order, cfl=cfl, integrator="ssprk3")
+            # check=False: the study measures positivity itself (the solver would raise on a negative density)
+            s = MeshSolver(mesh, rho0, path, order=order, cfl=cfl, integrator="ssprk3", check=False)
             m0 = float(np.sum(s.rho * areas))
             drift, rmin, rmin_rel, tt = [], [], [], []
             for _ in range(int(p["cluster_steps"])):
@@ -368,20 +373,32 @@ def run(size: str = "quick", **overrides) -> dict:
     }
 
     mono = res["monotonicity"]
-    ou_rms = [r["rms_edi_exact"] for r in ou]
+    # preconditions: every measured number is finite
+    require_finite("structure: mass drift and density extremes", [[r["max_mass_drift"], r["rho_min"], r["rho_max_growth"]] for r in cl])
+    require_finite("structure: energies of the monotonicity runs", [r["energy"] for r in mono])
+    require_finite("structure: EDI residuals", [[r["edi_exact"], r["edi_paper"]] for r in res["edi_dt_frozen"] + res["edi_h_frozen"] + res["edi_dt_ou"] + oh])
+
     steps = min(r["steps"] for r in cl)
+    viol = sum(r["violations"] for r in mono)
     checks = {
-        f"mass drift <= {MASS_TOL:g} over {steps} steps (all runs)": bool(res["max_mass_drift"] <= MASS_TOL),
-        "rho >= 0 after every step (s = +1, D = 10 I; cfl " + ", ".join(f"{c:g}" for c in p["cfls"]) + "; order " + ", ".join(str(o) for o in p["orders"]) + ")": bool(res["rho_min"] >= 0.0),
-        "energy monotone after every step (H = 1, s = +-1, orders " + ", ".join(str(o) for o in p["orders"]) + ")": bool(all(r["violations"] == 0 for r in mono)),
+        f"mass conservation: max relative drift over {steps} steps (all runs)": solver_check(
+            res["max_mass_drift"], hi=MASS_TOL, expected=0.0, tolerance=f"<= {MASS_TOL:g}"
+        ),
+        "positivity: min rho after every step (s = +1, D = " + f"{p['cluster_beta']:g} I; cfl " + ", ".join(f"{c:g}" for c in p["cfls"])
+        + "; order " + ", ".join(str(o) for o in p["orders"]) + ")": solver_check(res["rho_min"], lo=0.0, expected=">= 0", tolerance=">= 0"),
+        "energy monotone in the direction of s: steps with s*dE <= 0 (H = 1, s = +-1, orders " + ", ".join(str(o) for o in p["orders"]) + ")": solver_check(
+            viol, hi=0, expected=0, tolerance=f"0 of {sum(r['steps'] for r in mono)} steps"
+        ),
     }
     for integ, o in dt_orders.items():
-        if integ in MIN_DT_ORDER:
-            checks[f"edi_exact order in dt >= {MIN_DT_ORDER[integ]} ({integ}, H = 1 frozen)"] = bool(o["edi_exact"] >= MIN_DT_ORDER[integ])
-    checks[f"edi_paper order in h >= {MIN_PAPER_H_ORDER} (H = 1 frozen)"] = bool(res["edi_h_orders_frozen"]["edi_paper"] >= MIN_PAPER_H_ORDER)
-    checks[f"OU H = 3: RMS edi_exact decreases with the weight step, order >= {MIN_OU_ORDER}"] = bool(
-        np.all(np.diff(ou_rms) > 0) and res["edi_dt_orders_ou"]["edi_exact"] >= MIN_OU_ORDER
-    ) if len(ou_rms) >= 2 else False
+        if integ in DT_ORDER_BAND:
+            lo, hi, ex = DT_ORDER_BAND[integ]
+            checks[f"edi_exact: observed order in dt ({integ}, H = 1 frozen)"] = solver_check(o["edi_exact"], lo=lo, hi=hi, expected=ex)
+    lo, hi, ex = PAPER_H_ORDER_BAND
+    checks["edi_paper: observed order in h (H = 1 frozen)"] = solver_check(res["edi_h_orders_frozen"]["edi_paper"], lo=lo, hi=hi, expected=ex)
+    if len(ou) >= 2:
+        lo, hi, ex = OU_ORDER_BAND
+        checks["edi_exact: observed order of the RMS in the weight step (H = 3 OU)"] = solver_check(res["edi_dt_orders_ou"]["edi_exact"], lo=lo, hi=hi, expected=ex)
     res["checks"] = checks
     res["tables"] = _tables(res)
     res["summary"] = _summary(res)
@@ -470,9 +487,7 @@ def _summary(res: dict) -> str:
         f"|edi_exact| stays {min(abs(r['edi_exact']) for r in oh):.2e}..{max(abs(r['edi_exact']) for r in oh):.2e}, set by the weight step): "
         "for H > 1 the paper's EDI carries a Theta-covariance term (docs/model.md §3), not a discretisation error."
     )
-    failed = [k for k, v in c.items() if not v]
-    parts.append("All checks pass." if not failed else "**Failed checks:** " + "; ".join(failed) + ".")
-    return " ".join(parts)
+    return " ".join(parts) + checks_line(c)
 
 
 def plot(results: dict, out_dir) -> list:
