@@ -81,7 +81,7 @@ def test_coupled_run_records_both_solvers(tmp_path):
     )
     res = run(cfg, out=tmp_path / "both", progress=False)
     d = read_diagnostics(res.folder / "diagnostics.csv")
-    for col in ("energy", "p_energy", "w_sphere", "l1_hist", "p_edi_exact", "mass"):
+    for col in ("energy", "p_energy", "w1_sliced", "l1_hist", "p_edi_exact", "mass"):
         assert col in d and np.all(np.isfinite(d[col]))
     # the two solvers describe the same flow: energies agree to the sampling/discretisation error
     assert np.max(np.abs(d["energy"] - d["p_energy"]) / d["energy"]) < 0.03

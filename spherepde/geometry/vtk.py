@@ -1,8 +1,10 @@
-"""File I/O at the edge of the package: VTK snapshots of mesh densities.
+"""File I/O at the edge of the package: VTK snapshots of mesh densities and of tokens.
 
 PyVista reads ``.pvd`` time series but has no writer for them, so :func:`write_pvd`
 writes the small XML index itself next to one ``.vtp`` file per snapshot
-(:func:`write_density_vtp`). ParaView and ``pyvista.read`` open both.
+(:func:`write_density_vtp` for densities, :func:`write_tokens_vtp` for token clouds).
+ParaView and ``pyvista.read`` open both. Token files are plain XML written here (no VTK
+call), so a full disk raises an ordinary ``OSError``.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from xml.sax.saxutils import quoteattr
 
 import numpy as np
 
-__all__ = ["write_density_vtp", "write_pvd", "density_polydata"]
+__all__ = ["write_density_vtp", "write_pvd", "density_polydata", "write_tokens_vtp"]
 
 
 def density_polydata(mesh, rho):
@@ -49,4 +51,51 @@ def write_pvd(path, entries) -> None:
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text("\n".join(lines))
+    tmp.replace(path)
+
+
+def _ascii(values) -> str:
+    return " ".join(repr(float(v)) if isinstance(v, (float, np.floating)) else str(int(v)) for v in values)
+
+
+def write_tokens_vtp(X, path, *, t: float | None = None) -> None:
+    """Write one token cloud as VTK XML PolyData (.vtp): one vertex per token.
+
+    ``X`` (n, 3) tokens on S^2 (or (n, 2) on S^1, drawn in the plane z = 0). Point data
+    ``token`` (the token's index, the same token in every file of a series); ``t`` goes
+    to the field data ``TimeValue``. Written atomically (temporary file + rename).
+    """
+    X = np.asarray(X, float)
+    if X.ndim != 2 or X.shape[1] not in (2, 3) or X.shape[0] == 0:
+        raise ValueError(f"tokens must have shape (n, 2) or (n, 3) with n >= 1, got {X.shape}")
+    if X.shape[1] == 2:
+        X = np.column_stack([X, np.zeros(len(X))])
+    n = X.shape[0]
+    idx = np.arange(n)
+    field = ""
+    if t is not None:
+        field = f'    <FieldData>\n      <DataArray type="Float64" Name="TimeValue" NumberOfTuples="1" format="ascii">{float(t)!r}</DataArray>\n    </FieldData>\n'
+    text = (
+        '<?xml version="1.0"?>\n'
+        '<VTKFile type="PolyData" version="1.0" byte_order="LittleEndian" header_type="UInt64">\n'
+        "  <PolyData>\n"
+        f"{field}"
+        f'    <Piece NumberOfPoints="{n}" NumberOfVerts="{n}" NumberOfLines="0" NumberOfStrips="0" NumberOfPolys="0">\n'
+        '      <PointData Scalars="token">\n'
+        f'        <DataArray type="Int64" Name="token" format="ascii">{_ascii(idx)}</DataArray>\n'
+        "      </PointData>\n"
+        "      <Points>\n"
+        f'        <DataArray type="Float64" Name="Points" NumberOfComponents="3" format="ascii">{_ascii(X.ravel())}</DataArray>\n'
+        "      </Points>\n"
+        "      <Verts>\n"
+        f'        <DataArray type="Int64" Name="connectivity" format="ascii">{_ascii(idx)}</DataArray>\n'
+        f'        <DataArray type="Int64" Name="offsets" format="ascii">{_ascii(idx + 1)}</DataArray>\n'
+        "      </Verts>\n"
+        "    </Piece>\n"
+        "  </PolyData>\n"
+        "</VTKFile>\n"
+    )
+    path = Path(path)
+    tmp = path.with_name(path.stem + ".tmp.vtp")
+    tmp.write_text(text)
     tmp.replace(path)

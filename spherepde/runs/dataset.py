@@ -54,6 +54,11 @@ COLUMN_ATTRS = {
     "rho_min": ("minimum cell density", "sr-1"),
     "rho_max": ("maximum cell density", "sr-1"),
     "dt_last": ("last time step", _DIMLESS),
+    "speed_rms": ("root-mean-square token speed", _DIMLESS),
+    "n_clusters": ("number of token clusters (single linkage at chordal distance 0.1)", _DIMLESS),
+    "l1_hist": ("L1 distance between the density and the smoothed token histogram", _DIMLESS),
+    "w1_sliced": ("sliced spherical 1-Wasserstein distance between density and tokens", "rad"),
+    "w1_exact": ("1-Wasserstein distance between density and tokens (geodesic cost)", "rad"),
 }
 
 

@@ -3,23 +3,43 @@
 :class:`CoupledSolver` advances a :class:`~spherepde.solvers.mesh.MeshSolver` and a
 :class:`~spherepde.solvers.particles.ParticleSolver` whose tokens are sampled from the mesh's
 initial density, and records, at every record time, the mesh diagnostics (the usual
-columns), the particle diagnostics with the prefix ``p_``, and the distances between
-the two measures: ``w_sphere`` (Wasserstein-1 with geodesic cost, exact or sliced --
-chosen once per run and recorded in the column ``w_exact`` -- see
-:func:`spherepde.solvers.distances.wasserstein_sphere`) and ``l1_hist`` (L1 distance to the
-smoothed token histogram, :func:`spherepde.solvers.distances.l1_to_particles`).
+columns), the particle diagnostics with the prefix ``p_`` and the distances between the
+two measures (:data:`DISTANCE_COLUMNS`, chosen by ``distances``):
+
+* ``l1_hist`` -- L1 distance between the mesh density and a smoothed histogram of the
+  tokens (:func:`spherepde.solvers.distances.l1_to_particles`), dimensionless in [0, 2];
+* ``w1_sliced`` -- sliced spherical W1 over :data:`SLICED_PROJECTIONS` random great
+  circles, in radians (:class:`spherepde.solvers.distances.SlicedW1`);
+* ``w1_exact`` -- the exact W1 with geodesic cost, in radians (network simplex,
+  :func:`spherepde.solvers.distances.wasserstein_sphere`), only with ``distances = "all"``.
+
+``distances = "cheap"`` records the first two (milliseconds per record), ``"all"`` all
+three (the exact W1 costs seconds per record at 5120 cells x 2000 tokens), ``"none"``
+none. With ``distance_every = N`` the distances are computed at every N-th record (and
+at the last one, ``t_end``); the other rows hold NaN.
 """
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
-from spherepde.solvers.distances import l1_to_particles, sample_from_density, wasserstein_sphere
+from spherepde.solvers.distances import SlicedW1, l1_to_particles, sample_from_density, wasserstein_sphere
 
-__all__ = ["CoupledSolver", "PARTICLE_PREFIX"]
+__all__ = ["CoupledSolver", "PARTICLE_PREFIX", "DISTANCE_COLUMNS", "DISTANCE_MODES", "SLICED_PROJECTIONS"]
 
 PARTICLE_PREFIX = "p_"
 _PARTICLE_COLUMNS = ("energy", "G2", "edi_paper", "edi_exact", "mean_resultant", "n_clusters")
+
+#: ``distances`` setting -> the distance columns it records.
+DISTANCE_MODES = {"none": (), "cheap": ("l1_hist", "w1_sliced"), "all": ("l1_hist", "w1_sliced", "w1_exact")}
+
+#: Every distance column a coupled run may write.
+DISTANCE_COLUMNS = DISTANCE_MODES["all"]
+
+#: Number of great circles of the sliced W1 column.
+SLICED_PROJECTIONS = 100
 
 
 class CoupledSolver:
@@ -30,21 +50,34 @@ class CoupledSolver:
     mesh_solver : the MeshSolver (already holding the initial density).
     n : number of tokens sampled from the initial density (seeded by ``seed``).
     particle_integrator : ``euler`` or ``heun``; the particle step is the path's grid step.
-    w_method : method of the Wasserstein distance (``auto``, ``exact``, ``sliced``).
+    distances : ``"cheap"`` (l1_hist, w1_sliced), ``"all"`` (also w1_exact) or ``"none"``.
+    distance_every : compute the distances at every N-th record only (NaN in between).
+    t_end : the run's final time (the distances are always computed there).
     """
 
-    def __init__(self, mesh_solver, n: int, *, seed: int = 0, particle_integrator: str = "euler", w_method: str = "auto"):
+    def __init__(self, mesh_solver, n: int, *, seed: int = 0, particle_integrator: str = "euler", distances: str = "cheap",
+                 distance_every: int = 1, t_end: float | None = None):
         from spherepde.solvers.particles import ParticleSolver
 
+        if distances not in DISTANCE_MODES:
+            raise ValueError(f"output.distances: unknown setting {distances!r}; use {', '.join(repr(k) for k in DISTANCE_MODES)}")
+        if int(distance_every) < 1:
+            raise ValueError(f"output.distance_every: must be >= 1, got {distance_every!r}")
         self.mesh_solver = mesh_solver
         self.mesh = mesh_solver.mesh
         X0 = sample_from_density(self.mesh, mesh_solver.rho, n, seed=seed)
         self.particle_solver = ParticleSolver(X0, mesh_solver.path, integrator=particle_integrator)
-        if w_method == "auto":  # decided once, so the column means the same thing all run long
-            w_method = "exact" if self.mesh.n_cells * n <= 4_000_000 else "sliced"
-        if w_method not in ("exact", "sliced"):
-            raise ValueError(f"unknown Wasserstein method {w_method!r}; use 'auto', 'exact' or 'sliced'")
-        self.w_method = w_method
+        self.distances = distances
+        self.distance_columns = DISTANCE_MODES[distances]
+        self.distance_every = int(distance_every)
+        self.t_end = t_end
+        self.records = 0  # rows recorded so far (kept in the checkpoint: the cadence survives a resume)
+        self._sliced = SlicedW1(self.mesh, n_projections=SLICED_PROJECTIONS, seed=seed) if "w1_sliced" in self.distance_columns else None
+
+    @property
+    def may_be_nan(self) -> frozenset:
+        """Columns that hold NaN by design in some rows (distances between their records)."""
+        return frozenset(self.distance_columns) if self.distance_every > 1 else frozenset()
 
     @property
     def step_count(self) -> int:
@@ -58,19 +91,35 @@ class CoupledSolver:
     def rho(self):
         return self.mesh_solver.rho
 
-    def advance(self, t_stop: float) -> None:
-        self.mesh_solver.advance(t_stop)
-        self.particle_solver.advance(t_stop)
+    def advance(self, t_stop: float, *, should_stop=None) -> bool:
+        """Advance both solvers to t_stop (True), or stop early when ``should_stop()`` says so (False);
+        each solver continues from its own time at the next ``advance``."""
+        if not self.mesh_solver.advance(t_stop, should_stop=should_stop):
+            return False
+        return self.particle_solver.advance(t_stop, should_stop=should_stop)
+
+    def _distances_due(self) -> bool:
+        if self.records % self.distance_every == 0:
+            return True
+        return self.t_end is not None and math.isclose(self.t, self.t_end, rel_tol=0.0, abs_tol=1e-9 * max(1.0, abs(self.t_end)))
 
     def record(self) -> dict:
         row = dict(self.mesh_solver.record())
         prow = self.particle_solver.record()
         for k in _PARTICLE_COLUMNS:
             row[PARTICLE_PREFIX + k] = prow[k]
-        X = self.particle_solver.X
-        row["w_sphere"] = wasserstein_sphere(self.mesh, self.mesh_solver.rho, X, method=self.w_method)
-        row["l1_hist"] = l1_to_particles(self.mesh, self.mesh_solver.rho, X)
-        row["w_exact"] = 1.0 if self.w_method == "exact" else 0.0  # 1: exact W1, 0: sliced spherical W1
+        due = self._distances_due()
+        X, rho = self.particle_solver.X, self.mesh_solver.rho
+        for c in self.distance_columns:
+            if not due:
+                row[c] = float("nan")
+            elif c == "l1_hist":
+                row[c] = l1_to_particles(self.mesh, rho, X)
+            elif c == "w1_sliced":
+                row[c] = self._sliced(rho, X)
+            else:
+                row[c] = wasserstein_sphere(self.mesh, rho, X, method="exact")
+        self.records += 1
         return row
 
     def snapshot(self) -> dict:
@@ -79,8 +128,11 @@ class CoupledSolver:
     def get_state(self) -> dict:
         st = {"mesh_" + k: v for k, v in self.mesh_solver.get_state().items()}
         st.update({"part_" + k: v for k, v in self.particle_solver.get_state().items()})
+        st["coupled_records"] = int(self.records)
         return st
 
     def set_state(self, st: dict) -> None:
         self.mesh_solver.set_state({k[5:]: v for k, v in st.items() if k.startswith("mesh_")})
         self.particle_solver.set_state({k[5:]: v for k, v in st.items() if k.startswith("part_")})
+        if "coupled_records" in st:
+            self.records = int(st["coupled_records"])

@@ -32,7 +32,9 @@ def analyse(table: list[dict], x: str, y: str, *, out=None, t_min: float | None 
     y = a x^b (:func:`validation.common.fit_power_law`) is made on the group means. A
     bootstrap over the replicates of each group (``bootstrap`` resamples) gives a 95 %
     interval for b. With ``out``, writes ``analysis.json`` and ``analysis.png/.pdf``
-    (log-log: every run, mean +- std per x, the fit).
+    (log-log: every run, per x the mean with its standard error and the 5-95 % quantile
+    range of the runs, the fit). Each point of ``points`` holds mean, std, sem (standard
+    error of the mean), q05, q95 and n.
     """
     from spherepde.validation.common import fit_power_law
 
@@ -51,6 +53,9 @@ def analyse(table: list[dict], x: str, y: str, *, out=None, t_min: float | None 
     means = np.array([g.mean() for g in vals])
     stds = np.array([g.std(ddof=1) if g.size > 1 else 0.0 for g in vals])
     ns = [int(g.size) for g in vals]
+    sems = np.array([s / math.sqrt(n) if n > 1 else 0.0 for s, n in zip(stds, ns)])
+    q05 = np.array([np.quantile(g, 0.05) for g in vals])
+    q95 = np.array([np.quantile(g, 0.95) for g in vals])
     ok = (xs > 0) & (means > 0)
     nan = float("nan")
     fit = {"a": nan, "b": nan, "b_stderr": nan}
@@ -68,7 +73,8 @@ def analyse(table: list[dict], x: str, y: str, *, out=None, t_min: float | None 
     result = {
         "x": x, "y": y, "column": col, "t_min": t_min,
         "a": fit["a"], "b": fit["b"], "b_stderr": fit["b_stderr"], "b_ci95": ci, "bootstrap": bootstrap, "bootstrap_seed": seed,
-        "points": [{"x": float(a), "mean": float(m), "std": float(s), "n": n} for a, m, s, n in zip(xs, means, stds, ns)],
+        "points": [{"x": float(a), "mean": float(m), "std": float(s), "sem": float(e), "q05": float(lo), "q95": float(hi), "n": n}
+                   for a, m, s, e, lo, hi, n in zip(xs, means, stds, sems, q05, q95, ns)],
         "runs_used": int(sum(ns)), "runs_excluded": excluded,
     }
     if ok.sum() < 2:
@@ -86,14 +92,17 @@ def _analysis_figure(res: dict, groups: dict, out: Path, formats) -> list[Path]:
 
     xs = np.array([p["x"] for p in res["points"]])
     means = np.array([p["mean"] for p in res["points"]])
-    stds = np.array([p["std"] for p in res["points"]])
+    sems = np.array([p.get("sem", 0.0) for p in res["points"]])
+    q05 = np.array([p.get("q05", m) for p, m in zip(res["points"], means)])
+    q95 = np.array([p.get("q95", m) for p, m in zip(res["points"], means)])
     fig = Figure(figsize=(6.0, 4.4), layout="constrained")
     ax = fig.add_subplot()
     allx = np.concatenate([[k] * len(v) for k, v in groups.items()])
     ally = np.concatenate([v for v in groups.values()])
     ax.scatter(allx, ally, s=12, color="0.6", alpha=0.6, label="runs", zorder=1)
     n_text = "/".join(sorted({str(p["n"]) for p in res["points"]}))
-    ax.errorbar(xs, means, yerr=stds, fmt="o", color="C0", capsize=4, label=f"mean ± std (n = {n_text} per point)", zorder=3)
+    ax.vlines(xs, q05, q95, color="C0", alpha=0.3, lw=6, label="5–95 % of the runs", zorder=2)
+    ax.errorbar(xs, means, yerr=sems, fmt="o", color="C0", capsize=4, label=f"mean ± standard error (n = {n_text} per point)", zorder=3)
     logx = bool(np.all(xs > 0))
     logy = bool(np.all(ally > 0))
     if math.isfinite(res["b"]):

@@ -2,7 +2,9 @@
 
 Both files are rewritten atomically after every run, so an interrupted sweep resumes
 from what they say; a run's row holds its parameters, status, wall time, error, and the
-final values and time averages (t >= t_min) of the summary diagnostics.
+final values and time averages (t >= t_min) of the summary diagnostics. Where several
+seeds share a parameter point, results.csv adds the point's statistics of the time
+averages over its seeds (mean, standard error, 5-95 % quantiles; :func:`point_statistics`).
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from spherepde.runs.sweep.plan import (
 
 log = logging.getLogger(__name__)
 
-__all__ = ["summarise_run", "read_results"]
+__all__ = ["summarise_run", "read_results", "point_statistics", "SEED_KEYS"]
 
 
 # ================================================================== one run (a task)
@@ -180,7 +182,7 @@ class _State:
         self.write_csv()
 
     def write_csv(self) -> None:
-        rows = self.table()
+        rows = point_statistics(self.table(), self.sw.axes, self.columns)
         if not rows:
             return
         header = list(rows[0])
@@ -192,6 +194,40 @@ class _State:
         for r in rows:
             w.writerow([_csv_cell(r[h]) for h in header])
         atomic_write_text(self.folder / RESULTS_FILE, buf.getvalue())
+
+
+#: Sweep keys whose values are replicates (noise paths, initial draws), not parameters.
+SEED_KEYS = ("weights.seed", "initial.seed", "weights.init_seed")
+
+
+def point_statistics(rows: list[dict], axes, columns) -> list[dict]:
+    """``rows`` with, where several seeds share a parameter point (the values of the
+    varied keys other than :data:`SEED_KEYS`), the statistics of every ``mean_<c>`` over
+    the point's completed runs: ``point_runs`` (how many), ``point_mean_<c>``,
+    ``point_sem_<c>`` (standard error of that mean, std / sqrt(n)), ``point_q05_<c>`` and
+    ``point_q95_<c>`` (5 % and 95 % quantiles). Without a seed axis the rows come back as
+    they are."""
+    seeds = [k for k in axes if k in SEED_KEYS]
+    if not seeds or not rows:
+        return rows
+    params = [k for k in axes if k not in SEED_KEYS]
+    groups: dict = {}
+    for r in rows:
+        groups.setdefault(tuple(json.dumps(r.get(k), sort_keys=True) for k in params), []).append(r)
+    out = []
+    for r in rows:
+        members = [m for m in groups[tuple(json.dumps(r.get(k), sort_keys=True) for k in params)] if m.get("status") == "completed"]
+        row = dict(r)
+        row["point_runs"] = len(members)
+        for c in columns:
+            vals = np.array([v for v in (_finite(m.get(f"mean_{c}")) for m in members) if v is not None], float)
+            n = vals.size
+            row[f"point_mean_{c}"] = float(vals.mean()) if n else None
+            row[f"point_sem_{c}"] = float(vals.std(ddof=1) / math.sqrt(n)) if n > 1 else None
+            row[f"point_q05_{c}"] = float(np.quantile(vals, 0.05)) if n else None
+            row[f"point_q95_{c}"] = float(np.quantile(vals, 0.95)) if n else None
+        out.append(row)
+    return out
 
 
 def _csv_cell(v) -> str:

@@ -1,0 +1,512 @@
+"""Comparing runs that share one weight path: mesh against particles, two meshes, two integrators.
+
+:func:`compare_runs` answers "how far apart are these runs?" in one call:
+
+1. **Tracks.** Each run folder gives one track (its diagnostics); a coupled run
+   (``run.solver = "both"``) gives two, its mesh and its tokens (the ``p_`` columns); a
+   Monte-Carlo folder gives the mean over its paths. The first track is the reference.
+2. **Weight path.** The runs must have been driven by the same Theta_t: their
+   ``weights.npz`` files must agree in grid step, heads, sign, H and d, and their
+   matrices A and V must agree up to the end of the shortest path (Monte-Carlo
+   folders: path by path). Otherwise :class:`CompareError`, or with ``force=True`` a
+   loud warning that is also written into every output.
+3. **Alignment.** The comparison uses the reference's record times inside the common
+   time range. A track recorded at those times is read there; any other track is
+   interpolated linearly onto them (and the outputs say so).
+4. **Differences.** For every column the tracks share (energy, G2, the EDI residuals,
+   the mean resultant, ...): the time average (trapezoid rule) and the maximum of
+   |y - y_ref| (absolute), and the same divided by the time average and the maximum of
+   the scale (|y| + |y_ref|)/2 (relative; at most 200 %, and finite where the reference
+   is zero up to round-off, e.g. the mean resultant of a symmetric density).
+5. **Outputs** (in ``out``): overlay figures ``energy``, ``G2``, ``edi``,
+   ``mean_resultant`` (each with the differences to the reference below), ``distances-NAME``
+   for coupled runs, the table ``differences.md`` / ``differences.csv`` and
+   ``compare.json`` (runs, weight-path check, alignment, table, files).
+
+:func:`path_fit_error` says, with the keys to set, why a saved weight path cannot drive
+a configuration (used when a run branches off another run's ``weights.npz``).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import logging
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["CompareError", "CompareResult", "compare_runs", "check_weight_paths", "default_out", "path_fit_error", "SKIP_COLUMNS"]
+
+log = logging.getLogger(__name__)
+
+#: Columns never compared (counters and step sizes, not quantities of the flow).
+SKIP_COLUMNS = ("t", "step", "dt_last")
+
+_TIME_TOL = 1e-9
+
+#: Columns shown first in the table (the quantities of the figures).
+_FIRST = ("energy", "G2", "edi_paper", "edi_exact", "mean_resultant")
+
+
+class CompareError(ValueError):
+    """The runs cannot be compared as given (one line: what is wrong and what to do)."""
+
+
+@dataclass
+class CompareResult:
+    """What :func:`compare_runs` found and wrote.
+
+    out : the output folder; rows : the table (one dict per column and compared track);
+    weight_path : the weight-path check; alignment : how the times were matched;
+    warnings : what the outputs warn about; files : the files written.
+    """
+
+    out: Path
+    rows: list
+    weight_path: dict
+    alignment: dict
+    warnings: list = field(default_factory=list)
+    files: list = field(default_factory=list)
+    markdown: str = ""
+
+
+# ================================================================ weight paths
+def _fmt(x: float) -> str:
+    return f"{float(x):.12g}"
+
+
+def _is_multiple(a: float, b: float) -> bool:
+    r = a / b
+    return abs(r - round(r)) < 1e-9 * max(1.0, r) and round(r) >= 1
+
+
+def _suggest_record(record_dt: float, snapshot_dt: float, dt: float) -> tuple[float, float]:
+    """The smallest output.record_dt >= record_dt on the grid dt that divides snapshot_dt
+    (else snapshot_dt rounded up to a multiple of it)."""
+    k0 = max(1, math.ceil(record_dt / dt - 1e-9))
+    for k in range(k0, k0 + 10_000):
+        r = k * dt
+        if r > snapshot_dt + 1e-12:
+            break
+        if _is_multiple(snapshot_dt, r):
+            return r, snapshot_dt
+    r = k0 * dt
+    return r, math.ceil(snapshot_dt / r - 1e-9) * r
+
+
+def path_fit_error(wp, cfg, file=None) -> str | None:
+    """Why the saved weight path ``wp`` cannot drive the configuration ``cfg``, as one line
+    that names every key to set (None when it fits).
+
+    The path fixes H, d and the grid step; the run needs ``weights.dt`` equal to the
+    path's step, ``output.record_dt`` (and ``snapshot_dt``, particles ``solver.dt``) on
+    that grid, and ``solver.T`` no later than the path's end.
+    """
+    m, w, out = cfg.model, cfg.weights, cfg.output
+    problems, fixes = [], []
+    if wp.H != m.H:
+        problems.append(f"it has H = {wp.H} heads but model.H = {m.H}")
+        fixes.append(f"--set model.H={wp.H}")
+    if wp.d != m.d:
+        problems.append(f"it lives in d = {wp.d} but model.d = {m.d}")
+        fixes.append(f"--set model.d={wp.d}")
+    dt = float(wp.dt)
+    if abs(dt - w.dt) > 1e-12 * max(1.0, dt):
+        problems.append(f"its grid step is {_fmt(dt)} but weights.dt = {_fmt(w.dt)}")
+        fixes.append(f"--set weights.dt={_fmt(dt)}")
+    if not _is_multiple(out.record_dt, dt) or not _is_multiple(out.snapshot_dt, out.record_dt):
+        r, sn = _suggest_record(out.record_dt, out.snapshot_dt, dt)
+        if not _is_multiple(out.record_dt, dt):
+            problems.append(f"output.record_dt = {_fmt(out.record_dt)} is not a multiple of that step")
+        fixes.append(f"--set output.record_dt={_fmt(r)}")
+        if abs(sn - out.snapshot_dt) > 1e-12:
+            fixes.append(f"--set output.snapshot_dt={_fmt(sn)}")
+    sdt = getattr(cfg.solver, "dt", 0.0)
+    if cfg.run.solver == "particles" and sdt and not _is_multiple(sdt, dt):
+        problems.append(f"solver.dt = {_fmt(sdt)} is not a multiple of that step")
+        fixes.append("--set solver.dt=0")
+    if wp.T < cfg.solver.T - 1e-9 * max(1.0, wp.T):
+        problems.append(f"it ends at t = {_fmt(wp.T)} but solver.T = {_fmt(cfg.solver.T)}")
+        fixes.append(f"--set solver.T={_fmt(math.floor(wp.T / dt + 1e-9) * dt)}")
+    if not problems:
+        return None
+    where = f" {file}" if file else ""
+    return f"weights.path_file: the saved path{where} does not fit this run: {'; '.join(problems)}; add {' '.join(fixes)}"
+
+
+def _weight_files(folder: Path, kind: str) -> list[Path]:
+    if kind == "montecarlo":
+        return [p / "weights.npz" for p in sorted(folder.glob("path-[0-9]*")) if p.is_dir()]
+    return [folder / "weights.npz"]
+
+
+def _read_path(file: Path) -> dict:
+    try:
+        with np.load(file, allow_pickle=False) as z:
+            keys = set(z.files)
+            if not {"dt", "A", "V"} <= keys:
+                raise CompareError(f"{file} is not a spherepde weight path (no dt/A/V arrays)")
+            return {
+                "dt": float(z["dt"]), "A": np.asarray(z["A"], float), "V": np.asarray(z["V"], float),
+                "sign": float(z["sign"]) if "sign" in keys else None, "heads": str(z["heads"]) if "heads" in keys else None,
+            }
+    except CompareError:
+        raise
+    except (OSError, ValueError, EOFError) as exc:
+        raise CompareError(f"cannot read the weight path {file}: {exc}") from None
+
+
+def _path_differences(a: dict, b: dict) -> tuple[list[str], float]:
+    """What differs between two weight paths (empty: the same up to the shorter one's end)
+    and the time up to which they were compared."""
+    probs = []
+    if abs(a["dt"] - b["dt"]) > 1e-12 * max(1.0, a["dt"]):
+        probs.append(f"grid step {_fmt(a['dt'])} vs {_fmt(b['dt'])}")
+    if a["A"].shape[1:] != b["A"].shape[1:]:
+        H1, d1 = a["A"].shape[1], a["A"].shape[2]
+        H2, d2 = b["A"].shape[1], b["A"].shape[2]
+        probs.append(f"H = {H1}, d = {d1} vs H = {H2}, d = {d2}")
+    for key in ("heads", "sign"):
+        if a[key] is not None and b[key] is not None and a[key] != b[key]:
+            probs.append(f"{key} {a[key]} vs {b[key]}")
+    K = min(len(a["A"]), len(b["A"]))
+    t_end = (K - 1) * a["dt"]
+    if not probs:
+        for key in ("A", "V"):
+            x, y = a[key][:K], b[key][:K]
+            if x.shape != y.shape or not np.allclose(x, y, rtol=1e-10, atol=1e-12):
+                diff = np.abs(x - y) if x.shape == y.shape else np.array([np.inf])
+                k = int(np.argmax(diff.reshape(K, -1).max(axis=1))) if x.shape == y.shape else 0
+                probs.append(f"{key} differs (max |Δ{key}| = {float(diff.max()):.3g}, first at t = {_fmt(k * a['dt'])})")
+                break
+    return probs, t_end
+
+
+def check_weight_paths(folders, kinds) -> dict:
+    """Whether the runs in ``folders`` were driven by one weight path.
+
+    Returns {"same": bool, "compared_until": t, "problems": [...], "files": [...]}:
+    every run's ``weights.npz`` against the first run's (Monte-Carlo folders path by path),
+    up to the end of the shortest path.
+    """
+    groups = [_weight_files(Path(f), k) for f, k in zip(folders, kinds)]
+    problems: list[str] = []
+    files = [[str(p) for p in g] for g in groups]
+    missing = [str(p) for g in groups for p in g if not p.is_file()]
+    if missing or any(not g for g in groups):
+        empty = [str(f) for f, g in zip(folders, groups) if not g]
+        return {"same": False, "compared_until": None, "problems": [f"no weights.npz in {m}" for m in missing + empty], "files": files}
+    t_end = math.inf
+    ref = groups[0]
+    for f, g in zip(folders[1:], groups[1:]):
+        if len(g) != len(ref):
+            problems.append(f"{f}: {len(g)} weight path(s) against {len(ref)} in {folders[0]}")
+            continue
+        for pa, pb in zip(ref, g):
+            probs, te = _path_differences(_read_path(pa), _read_path(pb))
+            t_end = min(t_end, te)
+            problems += [f"{pa} vs {pb}: {p}" for p in probs]
+    return {"same": not problems, "compared_until": None if math.isinf(t_end) else t_end, "problems": problems, "files": files}
+
+
+# ================================================================ tracks and times
+def _name(folder: Path) -> str:
+    return Path(folder).resolve().name or "run"
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._+-]+", "_", name).strip("._") or "run"
+
+
+def default_out(folders, *, cwd=None) -> Path:
+    """``compare-<name1>-vs-<name2>[-vs-...]`` in the current folder (one coupled run:
+    ``compare-<name>-mesh-vs-particles``)."""
+    names = [_safe(_name(Path(f))) for f in folders]
+    stem = f"compare-{names[0]}-mesh-vs-particles" if len(names) == 1 else "compare-" + "-vs-".join(names)
+    if len(stem) > 120:
+        stem = stem[:120].rstrip("-_")
+    return Path(cwd or Path.cwd()) / stem
+
+
+def _columns(track) -> list[str]:
+    from spherepde.viz.plots import PARTICLE_PREFIX, distance_columns
+
+    cols = track.series.columns
+    dist = set(distance_columns(cols)) | {"w_exact"}
+    if track.prefix:
+        out = [c[len(track.prefix):] for c in cols if c.startswith(track.prefix)]
+    else:
+        out = [c for c in cols if not c.startswith(PARTICLE_PREFIX) and c not in dist]
+    return [c for c in out if c not in SKIP_COLUMNS and track.defined(c)]
+
+
+def _values(track, col: str) -> np.ndarray:
+    return np.asarray(track.series.band(track.prefix + col).mean, float)
+
+
+def _align(tracks) -> tuple[np.ndarray, list[np.ndarray | None], dict]:
+    """The reference times inside the common range, and for every track the indices of
+    those times in its own records (None: interpolated)."""
+    ref_t = np.asarray(tracks[0].series.t, float)
+    lo = max(float(np.nanmin(tr.series.t)) for tr in tracks)
+    hi = min(float(np.nanmax(tr.series.t)) for tr in tracks)
+    tol = _TIME_TOL * max(1.0, abs(hi))
+    tgrid = ref_t[(ref_t >= lo - tol) & (ref_t <= hi + tol)]
+    if tgrid.size < 2:
+        raise CompareError(
+            f"the runs share no time range with two records of {tracks[0].label or 'the first run'} "
+            f"(common range [{_fmt(lo)}, {_fmt(hi)}]); compare runs that cover the same times"
+        )
+    index: list[np.ndarray | None] = []
+    per: dict = {}
+    for tr in tracks:
+        t = np.asarray(tr.series.t, float)
+        j = np.clip(np.searchsorted(t, tgrid), 0, len(t) - 1)
+        jm = np.clip(j - 1, 0, len(t) - 1)
+        best = np.where(np.abs(t[jm] - tgrid) < np.abs(t[j] - tgrid), jm, j)
+        if np.all(np.abs(t[best] - tgrid) <= tol):
+            index.append(best)
+            per[tr.label] = "read at the common record times"
+        else:
+            index.append(None)
+            per[tr.label] = "interpolated linearly onto the reference's record times"
+    exact = all(i is not None for i in index)
+    ref = tracks[0].label
+    if exact:
+        note = f"aligned on {tgrid.size} common record times in [{_fmt(tgrid[0])}, {_fmt(tgrid[-1])}]"
+    else:
+        interp = [lab for lab, how in per.items() if how.startswith("interpolated")]
+        note = (f"aligned on the {tgrid.size} record times of {ref} in the common range [{_fmt(tgrid[0])}, {_fmt(tgrid[-1])}]; "
+                f"{', '.join(interp)} interpolated linearly onto them")
+    return tgrid, index, {"method": "common record times" if exact else "linear interpolation onto the reference's record times",
+                          "reference": ref, "t_start": float(tgrid[0]), "t_end": float(tgrid[-1]), "times": int(tgrid.size),
+                          "per_track": per, "note": note}
+
+
+def _on_grid(track, col: str, tgrid: np.ndarray, idx) -> np.ndarray:
+    y = _values(track, col)
+    if idx is not None:
+        return y[idx]
+    t = np.asarray(track.series.t, float)
+    ok = np.isfinite(y)
+    if ok.sum() < 2:
+        return np.full(tgrid.shape, np.nan)
+    return np.interp(tgrid, t[ok], y[ok])
+
+
+def _time_mean(t: np.ndarray, y: np.ndarray) -> float:
+    ok = np.isfinite(y)
+    t, y = t[ok], y[ok]
+    if y.size == 0:
+        return math.nan
+    if y.size == 1 or t[-1] <= t[0]:
+        return float(np.mean(y))
+    return float(np.sum(0.5 * (y[1:] + y[:-1]) * np.diff(t)) / (t[-1] - t[0]))
+
+
+def _ratio(a: float, b: float) -> float:
+    return a / b if math.isfinite(a) and math.isfinite(b) and b > 0 else math.nan
+
+
+# ================================================================ the comparison
+def _tracks(folders):
+    from spherepde.runs.folders import run_config, run_kind
+    from spherepde.viz.plots import load_series, solver_tracks
+
+    tracks, runs, kinds = [], [], []
+    names = [_name(Path(f)) for f in folders]
+    if len(set(names)) < len(names):  # runs/a/run and runs/b/run: tell them apart
+        names = [str(Path(f)) for f in folders]
+    for f, name in zip(folders, names):
+        folder = Path(f)
+        if not folder.is_dir():
+            raise FileNotFoundError(f"run folder {folder} does not exist")
+        kind = run_kind(folder)
+        s = load_series(folder)
+        trs = solver_tracks(s, name)
+        tracks += trs
+        kinds.append(kind)
+        runs.append({"folder": str(folder.resolve()), "name": name, "kind": kind, "solver": run_config(folder).get("run", {}).get("solver"),
+                     "label": s.label, "paths": s.n_paths if s.is_ensemble else 1, "tracks": [t.label for t in trs]})
+    return tracks, runs, kinds
+
+
+def _check_out(out: Path, force: bool) -> None:
+    if out.exists() and not out.is_dir():
+        raise CompareError(f"--out {out} is a file; give a folder")
+    if out.is_dir() and any(out.iterdir()) and not force:
+        raise CompareError(f"output folder {out} exists and is not empty; choose another --out, or pass --force to write into it")
+    p = out
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    if p.exists() and not p.is_dir():
+        raise CompareError(f"--out {out}: {p} is a file, not a folder")
+
+
+def compare_runs(folders, out=None, *, force: bool = False, formats=("png",), dpi: int = 150) -> CompareResult:
+    """Compare run folders that share one weight path (see the module docstring).
+
+    Parameters
+    ----------
+    folders : run folders (at least two, or one coupled run), the first is the reference.
+    out : output folder (default :func:`default_out`); a non-empty one is refused unless
+        ``force``.
+    force : go on when the weight paths differ (warning everywhere) and write into a
+        non-empty output folder (only the comparison's own files are replaced).
+    formats : figure formats (png, pdf, svg).
+
+    Raises :class:`CompareError` (bad input, nothing written) and FileNotFoundError.
+    """
+    folders = [Path(f) for f in folders]
+    if not folders:
+        raise CompareError("give at least two run folders (or one run.solver = 'both' run)")
+    resolved = [f.resolve() for f in folders]
+    if len(set(resolved)) != len(resolved):
+        raise CompareError("the same run folder is given twice; give different runs")
+    tracks, runs, kinds = _tracks(folders)
+    if len(tracks) < 2:
+        raise CompareError(f"only one run to compare ({folders[0]}); give a second run folder (or a run.solver = 'both' run)")
+    out = Path(out) if out is not None else default_out(folders)
+    _check_out(out, force)
+    warnings: list[str] = []
+    wcheck = check_weight_paths(folders, kinds) if len(folders) > 1 else {"same": True, "compared_until": None, "problems": [], "files": [], "note": "one coupled run: mesh and tokens share its weight path"}
+    if not wcheck["same"]:
+        msg = "the runs were NOT driven by the same weight path: " + "; ".join(wcheck["problems"][:4]) + (" ..." if len(wcheck["problems"]) > 4 else "")
+        if not force:
+            raise CompareError(msg + " -- branch the second run from the first one's weights.npz (--set weights.process=file --set weights.path_file=RUN/weights.npz), or pass --force to compare anyway")
+        msg += "; the differences mix the solvers' error with the difference of the weights"
+        warnings.append("WARNING: " + msg)
+        log.warning("%s", msg)
+    tgrid, index, alignment = _align(tracks)
+    if alignment["method"] != "common record times":
+        log.info("%s", alignment["note"])
+    ref = tracks[0]
+    shared = [c for c in _columns(ref) if all(c in _columns(tr) for tr in tracks[1:])]
+    shared = [c for _, c in sorted(enumerate(shared), key=lambda ic: (_FIRST.index(ic[1]) if ic[1] in _FIRST else len(_FIRST), ic[0]))]
+    if not shared:
+        raise CompareError("the runs share no diagnostics column to compare")
+    ref_vals = {c: _on_grid(ref, c, tgrid, index[0]) for c in shared}
+    rows, diffs = [], {}
+    for tr, idx in zip(tracks[1:], index[1:]):
+        for c in shared:
+            y = _on_grid(tr, c, tgrid, idx)
+            d = y - ref_vals[c]
+            ad = np.abs(d)
+            fin = np.isfinite(ad)
+            mean_abs = _time_mean(tgrid, ad)
+            max_abs = float(np.max(ad[fin])) if fin.any() else math.nan
+            t_max = float(tgrid[fin][np.argmax(ad[fin])]) if fin.any() else math.nan
+            ref_abs = 0.5 * (np.abs(ref_vals[c]) + np.abs(y))  # symmetric scale: finite when y_ref ~ 0
+            ref_mean = _time_mean(tgrid, ref_abs)
+            ref_max = float(np.nanmax(ref_abs)) if np.any(np.isfinite(ref_abs)) else math.nan
+            rows.append({
+                "column": c, "track": tr.label, "reference": ref.label,
+                "mean_abs_diff": mean_abs, "max_abs_diff": max_abs, "t_at_max": t_max, "final_diff": float(d[-1]),
+                "ref_mean_abs": ref_mean, "ref_max_abs": ref_max,
+                "rel_mean_diff": _ratio(mean_abs, ref_mean), "rel_max_diff": _ratio(max_abs, ref_max),
+            })
+            diffs.setdefault(c, []).append((tr.label, tgrid, d))
+    markdown = _markdown(rows, alignment, wcheck, warnings, runs)
+    # ---------------------------------------------------------------- write
+    out.mkdir(parents=True, exist_ok=True)
+    files = _figures(tracks, diffs, ref.label, out, alignment, warnings, formats, dpi)
+    from spherepde.runs.files import atomic_write_text
+
+    atomic_write_text(out / "differences.md", markdown)
+    atomic_write_text(out / "differences.csv", _csv(rows))
+    files += [out / "differences.md", out / "differences.csv", out / "compare.json"]
+    doc = {
+        "runs": runs, "reference": ref.label, "tracks": [t.label for t in tracks], "weight_path": wcheck, "forced": bool(force and not wcheck["same"]),
+        "alignment": alignment, "columns": shared, "differences": rows, "warnings": warnings, "files": [str(p) for p in files],
+        "relative": "rel_mean_diff = mean_abs_diff / ref_mean_abs, rel_max_diff = max_abs_diff / ref_max_abs, with ref_* the time average and maximum of the scale (|y| + |y_ref|)/2 over the aligned times",
+    }
+    atomic_write_text(out / "compare.json", json.dumps(_jsonable(doc), indent=2))
+    return CompareResult(out, rows, wcheck, alignment, warnings, files, markdown)
+
+
+def _jsonable(obj):
+    if isinstance(obj, dict):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, (float, np.floating)):
+        return float(obj) if math.isfinite(obj) else None
+    if isinstance(obj, np.integer):
+        return int(obj)
+    if isinstance(obj, Path):
+        return str(obj)
+    return obj
+
+
+def _e(x) -> str:
+    return "–" if x is None or not math.isfinite(x) else f"{x:.3e}"
+
+
+def _pct(x) -> str:
+    return "–" if x is None or not math.isfinite(x) else f"{100 * x:.3g} %"
+
+
+def _markdown(rows, alignment, wcheck, warnings, runs) -> str:
+    lines = ["# Differences between runs", ""]
+    for w in warnings:
+        lines += [f"**{w}**", ""]
+    lines.append("Runs: " + "; ".join(f"`{r['name']}` ({r['label'] or r['kind']})" for r in runs) + ".")
+    lines.append(f"Reference: {alignment['reference']}. Times: {alignment['note']}.")
+    if wcheck.get("same"):
+        until = wcheck.get("compared_until")
+        lines.append("Weight path: the same" + (f" (checked up to t = {_fmt(until)})" if until is not None else "") + ".")
+    lines += [
+        "",
+        "Δ = y − y_ref on the aligned times; mean = time average (trapezoid rule); relative = divided by the time average / maximum of the scale (|y| + |y_ref|)/2.",
+        "",
+        "| column | run | mean abs Δ | max abs Δ | at t | mean rel Δ | max rel Δ | Δ at end |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(f"| {r['column']} | {r['track']} | {_e(r['mean_abs_diff'])} | {_e(r['max_abs_diff'])} | {_fmt(r['t_at_max']) if math.isfinite(r['t_at_max']) else '–'} "
+                     f"| {_pct(r['rel_mean_diff'])} | {_pct(r['rel_max_diff'])} | {_e(r['final_diff'])} |")
+    return "\n".join(lines) + "\n"
+
+
+def _csv(rows) -> str:
+    buf = io.StringIO()
+    cols = ["column", "track", "reference", "mean_abs_diff", "max_abs_diff", "t_at_max", "final_diff", "ref_mean_abs", "ref_max_abs", "rel_mean_diff", "rel_max_diff"]
+    w = csv.writer(buf)
+    w.writerow(cols)
+    for r in rows:
+        w.writerow([(repr(float(r[c])) if math.isfinite(r[c]) else "") if isinstance(r[c], float) else r[c] for c in cols])
+    return buf.getvalue()
+
+
+def _figures(tracks, diffs, ref_label, out: Path, alignment, warnings, formats, dpi) -> list[Path]:
+    from spherepde.viz import plots
+
+    how = "interpolated onto" if alignment["method"].startswith("linear") else "at"
+    note = f"lower panels: difference to {ref_label} {how} its record times"
+    if warnings:
+        note = "DIFFERENT WEIGHT PATHS; " + note
+    written: list[Path] = []
+    for stem, panels in plots.PANELS.items():
+        try:
+            fig = plots.plot_columns(tracks, panels, plots._TITLES[stem], differences={p.column: diffs.get(p.column, []) for p in panels}, reference=ref_label, note=note)
+        except ValueError as exc:
+            log.info("no %s figure: %s", stem, exc)
+            continue
+        written += plots._save(fig, out, stem, formats, dpi)
+    seen = set()
+    for tr in tracks:
+        s = tr.series
+        if id(s) in seen or not plots.distance_columns(s.columns):
+            continue
+        seen.add(id(s))
+        name = tr.label.split(":")[0] if ":" in tr.label else "run"
+        try:
+            written += plots._save(plots.plot_distances(s), out, f"distances-{_safe(name)}", formats, dpi)
+        except ValueError as exc:
+            log.info("no distances figure for %s: %s", name, exc)
+    return written
