@@ -180,3 +180,14 @@ def test_branch_config_errors_are_one_line(tmp_path, capsys):
     assert main(["run", "--set", "initial.kind=run", "--set", f"initial.run={tmp_path}", "--out", str(tmp_path / "y")]) == 2
     assert "not a spherepde run folder" in capsys.readouterr().err
     assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()
+
+
+def test_extend_from_a_time_that_is_not_a_binary_multiple(tmp_path):
+    """T = 0.3 with record_dt = 0.1 (3 * 0.1 = 0.30000000000000004 in floating point)."""
+    base = {**TINY_TOKENS, "output.record_dt": 0.1, "output.snapshot_dt": 0.1}
+    short, full = tmp_path / "short", tmp_path / "full"
+    runner.run(default_config().with_overrides({**base, "solver.T": 0.3}), out=short, progress=False)
+    runner.run(default_config().with_overrides({**base, "solver.T": 0.5}), out=full, progress=False)
+    runner.resume(short, overrides={"solver.T": 0.5}, progress=False)
+    assert _csv(short) == _csv(full)
+    assert runner.read_diagnostics(full / "diagnostics.csv")["t"][3] == 0.3  # a round time, not 0.30000000000000004

@@ -370,8 +370,15 @@ def _n_records(cfg: Config) -> int:
 
 
 def _record_time(cfg: Config, r: int) -> float:
+    """Time of record r: r * record_dt rounded to 12 significant digits when that is a
+    round-off away (3 * 0.1 is 0.3, not 0.30000000000000004), so that a run to T = 0.3 and a
+    longer run record at the same time -- and one extends bit for bit into the other."""
     n = _n_records(cfg)
-    return cfg.solver.T if r == n else min(r * cfg.output.record_dt, cfg.solver.T)
+    if r == n:
+        return cfg.solver.T
+    t = r * cfg.output.record_dt
+    tr = float(f"{t:.12g}")
+    return min(tr if abs(tr - t) <= 1e-12 * max(1.0, abs(t)) else t, cfg.solver.T)
 
 
 #: Columns that are NaN by definition for general heads (no energy).
