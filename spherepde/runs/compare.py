@@ -415,7 +415,7 @@ def compare_runs(folders, out=None, *, force: bool = False, formats=("png",), dp
     # ---------------------------------------------------------------- write
     out.mkdir(parents=True, exist_ok=True)
     files = _figures(tracks, diffs, ref.label, out, alignment, warnings, formats, dpi)
-    from spherepde.runs.files import atomic_write_text
+    from spherepde.runs.files import atomic_write_text, jsonable
 
     atomic_write_text(out / "differences.md", markdown)
     atomic_write_text(out / "differences.csv", _csv(rows))
@@ -425,22 +425,10 @@ def compare_runs(folders, out=None, *, force: bool = False, formats=("png",), dp
         "alignment": alignment, "columns": shared, "differences": rows, "warnings": warnings, "files": [str(p) for p in files],
         "relative": "rel_mean_diff = mean_abs_diff / ref_mean_abs, rel_max_diff = max_abs_diff / ref_max_abs, with ref_* the time average and maximum of the scale (|y| + |y_ref|)/2 over the aligned times",
     }
-    atomic_write_text(out / "compare.json", json.dumps(_jsonable(doc), indent=2))
+    atomic_write_text(out / "compare.json", json.dumps(jsonable(doc), indent=2))
     return CompareResult(out, rows, wcheck, alignment, warnings, files, markdown)
 
 
-def _jsonable(obj):
-    if isinstance(obj, dict):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_jsonable(v) for v in obj]
-    if isinstance(obj, (float, np.floating)):
-        return float(obj) if math.isfinite(obj) else None
-    if isinstance(obj, np.integer):
-        return int(obj)
-    if isinstance(obj, Path):
-        return str(obj)
-    return obj
 
 
 def _e(x) -> str:

@@ -13,13 +13,14 @@ dead process on this host is taken over.
 from __future__ import annotations
 
 import json
+import math
 import os
 import socket
 from pathlib import Path
 
 import numpy as np
 
-__all__ = ["FolderLock", "atomic_savez", "atomic_write_text", "pid_alive"]
+__all__ = ["FolderLock", "atomic_savez", "atomic_write_text", "jsonable", "pid_alive"]
 
 
 def _tmp_path(path: Path) -> Path:
@@ -52,6 +53,27 @@ def atomic_savez(path, **arrays) -> None:
         tmp.replace(path)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def jsonable(obj):
+    """``obj`` made JSON-serialisable: NumPy scalars and arrays to Python, non-finite floats
+    to None (JSON has no NaN), paths to strings, dict keys to strings; recursively."""
+    if isinstance(obj, dict):
+        return {str(k): jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [jsonable(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return jsonable(obj.tolist())
+    if isinstance(obj, (np.floating, float)):
+        v = float(obj)
+        return v if math.isfinite(v) else None
+    if isinstance(obj, np.bool_):
+        return bool(obj)
+    if isinstance(obj, np.integer):
+        return int(obj)
+    if isinstance(obj, Path):
+        return str(obj)
+    return obj
 
 
 def pid_alive(pid: int) -> bool:

@@ -299,6 +299,15 @@ def build_solver(cfg: Config, path: WeightPath, *, mesh=None):
     return ms
 
 
+def _build(cfg: Config):
+    """The weight path, the mesh (or None), the solver and its step-count estimate of ``cfg``."""
+    with np.errstate(all="ignore"):
+        path = build_weight_path(cfg)
+        mesh = build_mesh(cfg) if cfg.run.solver in ("mesh", "both") else None
+        solver = build_solver(cfg, path, mesh=mesh)
+        return path, mesh, solver, _step_estimate(solver, cfg)
+
+
 def default_run_name(cfg: Config) -> str:
     """``<solver>-<process>-H<H>-seed<seed>`` (:func:`spherepde.runs.names.default_run_name`)."""
     from spherepde.runs.names import default_run_name as name
@@ -667,11 +676,7 @@ def run(cfg: Config, *, out: str | Path | None = None, force: bool = False, prog
     progress = sys.stderr.isatty() if progress is None else progress
     wall0 = time.monotonic()
     # build everything before writing (or deleting) anything, so bad input leaves the disk as it was
-    with np.errstate(all="ignore"):
-        path = build_weight_path(cfg)
-        mesh = build_mesh(cfg) if cfg.run.solver in ("mesh", "both") else None
-        solver = build_solver(cfg, path, mesh=mesh)
-        estimate = _step_estimate(solver, cfg)
+    path, mesh, solver, estimate = _build(cfg)
     _create_folder(folder, cfg, lock, replace=exists, kind="run")
     return _execute(cfg, _RunFolder(folder), solver, path, mesh, lock=lock, start_record=0, wall0=wall0, progress=progress, fresh=True, estimate=estimate)
 
@@ -819,11 +824,7 @@ def _restart(folder: Path, cfg: Config, rf: _RunFolder, summary: dict, *, lock, 
         except (OSError, ValueError) as exc:
             raise RunFolderError(_damaged(folder, f"diagnostics.csv cannot be read ({_one_line(exc)})")) from exc
     wall0 = time.monotonic()
-    with np.errstate(all="ignore"):
-        path = build_weight_path(cfg)
-        mesh = build_mesh(cfg) if cfg.run.solver in ("mesh", "both") else None
-        solver = build_solver(cfg, path, mesh=mesh)
-        estimate = _step_estimate(solver, cfg)
+    path, mesh, solver, estimate = _build(cfg)
 
     def clear():
         log.warning("%s has no checkpoint (the run was stopped before its first one): starting it again from t = 0", folder)

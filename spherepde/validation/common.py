@@ -9,6 +9,8 @@ from pathlib import Path
 
 import numpy as np
 
+from spherepde.runs.files import jsonable
+
 __all__ = [
     "StudyPreconditionError",
     "check_passed",
@@ -68,23 +70,9 @@ def markdown_table(headers, rows, fmt: str = "{:.4g}") -> str:
 
 
 def to_jsonable(obj):
-    """Recursively convert numpy scalars/arrays (and non-finite floats -> None) for JSON."""
-    if isinstance(obj, dict):
-        return {str(k): to_jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [to_jsonable(v) for v in obj]
-    if isinstance(obj, np.ndarray):
-        return to_jsonable(obj.tolist())
-    if isinstance(obj, (np.floating, float)):
-        v = float(obj)
-        return v if math.isfinite(v) else None
-    if isinstance(obj, (np.integer,)):
-        return int(obj)
-    if isinstance(obj, (np.bool_,)):
-        return bool(obj)
-    if isinstance(obj, Path):
-        return str(obj)
-    return obj
+    """Recursively convert numpy scalars/arrays (and non-finite floats -> None) for JSON
+    (:func:`spherepde.runs.files.jsonable`)."""
+    return jsonable(obj)
 
 
 def save_json(obj, path) -> None:

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import numpy as np
 
-from spherepde.runs.files import atomic_write_text
-from spherepde.runs.sweep.state import _finite, _jsonable
+from spherepde.runs.files import atomic_write_text, jsonable
+from spherepde.runs.sweep.state import _finite
 
 __all__ = ["analyse"]
 
@@ -81,7 +81,7 @@ def analyse(table: list[dict], x: str, y: str, *, out=None, t_min: float | None 
         result["note"] = "fewer than two x values with a positive mean: no power-law fit"
     if out is not None:
         out = Path(out)
-        atomic_write_text(out / "analysis.json", json.dumps(_jsonable(result), indent=2))
+        atomic_write_text(out / "analysis.json", json.dumps(jsonable(result), indent=2))
         if xs.size:
             _analysis_figure(result, groups, out, formats)
     return result

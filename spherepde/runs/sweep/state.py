@@ -22,7 +22,7 @@ import numpy as np
 
 from spherepde import __version__
 from spherepde.runs.config import Config, ConfigError, load_config
-from spherepde.runs.files import atomic_write_text
+from spherepde.runs.files import atomic_write_text, jsonable
 from spherepde.runs.sweep.plan import (
     LOCK_FILE,
     RESULTS_FILE,
@@ -103,18 +103,6 @@ def summarise_run(folder, t_min: float = 0.0, columns=SUMMARY_COLUMNS) -> dict:
     return row
 
 
-def _jsonable(obj):
-    if isinstance(obj, dict):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_jsonable(v) for v in obj]
-    if isinstance(obj, (float, np.floating)):
-        return _finite(obj)
-    if isinstance(obj, np.integer):
-        return int(obj)
-    if isinstance(obj, Path):
-        return str(obj)
-    return obj
 
 
 def _row_template(run: SweepRun, folder: Path, columns) -> dict:
@@ -177,7 +165,7 @@ class _State:
                 "counts": _status_counts(self.rows.values()),
                 "runs": [{"index": i, "folder": self.rows[i]["folder"], "params": self.sw.runs[i].params, "status": self.rows[i]["status"], **self.extra[i], "row": self.rows[i]} for i in sorted(self.rows)],
             }
-            text = json.dumps(_jsonable(doc), indent=1)
+            text = json.dumps(jsonable(doc), indent=1)
         atomic_write_text(self.folder / STATE_FILE, text)
         self.write_csv()
 
@@ -268,7 +256,7 @@ def read_results(path) -> list[dict]:
 def _describe_change(old: dict, sw: Sweep) -> str:
     """What differs between a stored sweep and this one, in a few words."""
     prev = old.get("sweep", {}) if isinstance(old.get("sweep"), dict) else {}
-    now = _jsonable(sw.describe())
+    now = jsonable(sw.describe())
     if prev.get("axes") != now["axes"]:
         if list(prev.get("axes") or {}) != list(now["axes"]):
             return f"varied keys were {', '.join(prev.get('axes') or {}) or '?'}, now {', '.join(now['axes'])}"
