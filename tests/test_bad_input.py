@@ -13,15 +13,8 @@ import pytest
 
 from spherepde.cli.main import main
 from spherepde.model.weights import OUProcess, WeightPath, generate_weight_path, initial_matrices
-from spherepde.runs.config import (
-    ConfigError,
-    available_memory,
-    check_resources,
-    default_config,
-    estimate_memory,
-    load_config,
-    parse_override,
-)
+from spherepde.runs.config import ConfigError, default_config, load_config, parse_override
+from spherepde.runs.resources import available_memory, check_resources, estimate_memory
 from spherepde.runs.sweep import load_sweep
 from spherepde.solvers.particles import initial_tokens
 
