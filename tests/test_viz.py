@@ -119,14 +119,14 @@ def test_camera_specs():
 
 def test_render_snapshots_nearest_times(mesh_run, particle_run, tmp_path):
     paths = viz.render_snapshots(mesh_run, [0.0, 0.26, 1.0, 0.9], tmp_path, window_size=SIZE)
-    assert [p.name for p in paths] == ["density_000000.png", "density_000001.png", "density_000004.png"]
+    assert [p.name for p in paths] == [f"density_t{t}_lin_iso_tokens_160x120.png" for t in ("0.000", "0.250", "1.000")]  # by time and options
     from PIL import Image
 
     imgs = [np.asarray(Image.open(p).convert("RGB"), float) for p in paths]
     assert imgs[0].shape == (SIZE[1], SIZE[0], 3)
     assert np.abs(imgs[0] - imgs[2]).mean() > 0.5
     tok = viz.render_snapshots(particle_run, None, tmp_path / "p", window_size=SIZE)
-    assert [p.name for p in tok] == ["tokens_000000.png", "tokens_000002.png", "tokens_000004.png"]
+    assert [p.name for p in tok] == [f"tokens_t{t}_iso_160x120.png" for t in ("0.000", "0.100", "0.200")]
 
 
 @pytest.mark.parametrize("frames", [3, 8])
@@ -217,7 +217,7 @@ def _names(paths):
 def test_figures_particle_run(particle_run, tmp_path):
     paths = plots.write_figures(particle_run, tmp_path, formats=["png", "pdf"])
     names = _names(paths)
-    for stem in ("energy", "G2", "energy_balance", "tokens_map_000000"):
+    for stem in ("energy", "G2", "energy_balance", "tokens_map_t0.000_equirectangular"):
         assert {f"{stem}.png", f"{stem}.pdf"} <= names
     assert "mesh_invariants.png" not in names
     assert all(p.stat().st_size > 1000 for p in paths)
@@ -226,7 +226,7 @@ def test_figures_particle_run(particle_run, tmp_path):
 
 def test_figures_mesh_run(mesh_run, tmp_path):
     paths = plots.write_figures(mesh_run, tmp_path, formats=["png", "pdf"], times=[0.5], projection="mollweide", log=True)
-    assert {"mesh_invariants.png", "mesh_invariants.pdf", "density_map_000002.png", "density_map_000002.pdf", "energy_balance.pdf"} <= _names(paths)
+    assert {"mesh_invariants.png", "mesh_invariants.pdf", "density_map_t0.500_mollweide_log.png", "density_map_t0.500_mollweide_log.pdf", "energy_balance.pdf"} <= _names(paths)
 
 
 def test_figures_monte_carlo_bands(mc_run, tmp_path):
@@ -271,11 +271,11 @@ def test_density_map_is_finite_everywhere():
 def test_cli_render_and_plot(particle_run, mesh_run, tmp_path, capsys):
     out = tmp_path / "r"
     assert main(["render", str(particle_run), "--times", "0", "0.2", "--size", *map(str, SIZE), "--out", str(out), "-q"]) == 0
-    assert _names(out.iterdir()) == {"tokens_000000.png", "tokens_000004.png"}
+    assert _names(out.iterdir()) == {"tokens_t0.000_iso_160x120.png", "tokens_t0.200_iso_160x120.png"}
     assert main(["render", str(mesh_run), "--gif", "--frames", "3", "--size", *map(str, SIZE), "--camera", "0,1,1", "--clim", "0", "1", "--out", str(out), "-q"]) == 0
     from PIL import Image
 
-    with Image.open(out / "density.gif") as im:
+    with Image.open(out / "density_lin_cam0_1_1_clim0-1_tokens_160x120.gif") as im:
         assert im.n_frames == 3
     assert main(["render", str(mesh_run), "--frames", "3"]) == 2
     assert main(["render", str(mesh_run), "--interactive"] if not viz.has_display() else ["render", str(tmp_path / "none")]) == 2
@@ -283,4 +283,4 @@ def test_cli_render_and_plot(particle_run, mesh_run, tmp_path, capsys):
     assert main(["plot", str(mesh_run), "--format", "png", "svg", "--out", str(tmp_path / "p")]) == 0
     printed = capsys.readouterr().out.split()
     assert str(tmp_path / "p" / "energy.svg") in printed
-    assert (tmp_path / "p" / "density_map_000000.png").is_file()
+    assert (tmp_path / "p" / "density_map_t0.000_equirectangular_lin.png").is_file()

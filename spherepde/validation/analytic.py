@@ -484,37 +484,42 @@ def _summary(res: dict) -> str:
 
 
 def plot(results: dict, out_dir) -> list:
-    """Figures: rate error vs h per l, measured vs exact rates, uniform-energy error vs h."""
+    """Figures: rate error vs h per l, measured vs exact rates, uniform-energy error vs h,
+    rigid-rotation error vs h. Axes labelled with units, legends beside the data."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from spherepde.viz.figstyle import data_ticks, finish_figure, legend_outside
+
+    H_LABEL = "h, longest edge (rad)"
     paths = []
     rates = results["rates"]
     p = results["params"]
     cmap = plt.get_cmap("viridis")
 
-    fig, ax = plt.subplots(figsize=(6, 4.5))
+    fig, ax = plt.subplots(figsize=(7.2, 4.5), layout="constrained")
     for i, l in enumerate(p["ls"]):
         col = cmap(i / max(len(p["ls"]) - 1, 1))
         sel = [r for r in rates if r["l"] == l]
         hs = sorted({r["h"] for r in sel})
         gm = [np.exp(np.mean(np.log([max(r["rel_err"], 1e-300) for r in sel if r["h"] == h]))) for h in hs]
         ax.scatter([r["h"] for r in sel], [r["rel_err"] for r in sel], color=col, s=10, alpha=0.5)
-        ax.loglog(hs, gm, "o-", color=col, label=f"l = {l}")
+        ax.loglog(hs, gm, "o-", color=col, label=f"l = {l} (geometric mean)")
     if len({r["h"] for r in rates}) >= 2:
         hs = np.array(sorted({r["h"] for r in rates}))
         ref = max(r["rel_err"] for r in rates if r["h"] == hs[-1])
-        ax.loglog(hs, ref * (hs / hs[-1]) ** 2, "k--", lw=1, label="h^2")
-    ax.set_xlabel("h (max edge length)")
-    ax.set_ylabel("|gamma_h - gamma_l| / |gamma_l|")
+        ax.loglog(hs, ref * (hs / hs[-1]) ** 2, "k--", lw=1, label=r"$\propto h^2$")
+    data_ticks(ax, "x", [r["h"] for r in rates])
+    ax.set_xlabel(H_LABEL)
+    ax.set_ylabel(r"relative error $|\gamma_h - \gamma_l| / |\gamma_l|$ (dimensionless)")
     ax.set_title("Linear rates: relative error")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
+    legend_outside(ax, fontsize=8)
+    finish_figure(fig)
     paths.append(save_figure(fig, out_dir, "analytic_rate_errors.png", dpi=120))
 
-    fig, ax = plt.subplots(figsize=(6, 4.5))
+    fig, ax = plt.subplots(figsize=(7.2, 4.5), layout="constrained")
     fin = max(p["levels"])
     for j, beta in enumerate(p["betas"]):
         col = cmap(j / max(len(p["betas"]) - 1, 1))
@@ -524,37 +529,40 @@ def plot(results: dict, out_dir) -> list:
                 continue
             ax.plot([r["l"] for r in sel], [abs(r["gamma_exact"]) for r in sel], "-", color=col, lw=1)
             ax.plot([r["l"] for r in sel], [abs(r["gamma_measured"]) for r in sel], mk, color=col, mfc="none" if sign < 0 else col,
-                    label=f"beta = {beta:g}, s = {sign:+d}")
+                    label=rf"$\beta$ = {beta:g}, s = {sign:+d}")
     ax.set_yscale("log")
-    ax.set_xlabel("l")
-    ax.set_ylabel("|gamma_l|")
+    ax.set_xticks(sorted({r["l"] for r in rates}))
+    ax.set_xlabel("spherical-harmonic degree l")
+    ax.set_ylabel(r"linear rate $|\gamma_l|$ (1 / time)")
     ax.set_title(f"Measured (markers, level {fin}) vs exact (lines)")
-    ax.legend(fontsize=7)
-    fig.tight_layout()
+    legend_outside(ax)
+    finish_figure(fig)
     paths.append(save_figure(fig, out_dir, "analytic_rates.png", dpi=120))
 
-    fig, ax = plt.subplots(figsize=(6, 4.5))
+    fig, ax = plt.subplots(figsize=(7.2, 4.5), layout="constrained")
     for beta in p["energy_betas"]:
         sel = [r for r in results["energy"] if r["beta"] == beta]
-        ax.loglog([r["h"] for r in sel], [r["rel_err"] for r in sel], "o-", label=f"beta = {beta:g} (order {results['energy_orders'][str(beta)]:.2f})")
-    ax.set_xlabel("h (max edge length)")
-    ax.set_ylabel("|E_h - sinh(beta)/(2 beta)| / E")
-    ax.set_title("Uniform-state energy")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
+        ax.loglog([r["h"] for r in sel], [r["rel_err"] for r in sel], "o-", label=rf"$\beta$ = {beta:g} (order {results['energy_orders'][str(beta)]:.2f})")
+    data_ticks(ax, "x", [r["h"] for r in results["energy"]])
+    ax.set_xlabel(H_LABEL)
+    ax.set_ylabel(r"$|E_h - \sinh\beta / (2\beta)|\,/\,E$ (dimensionless)")
+    ax.set_title("Uniform-state energy: relative error")
+    legend_outside(ax, fontsize=8)
+    finish_figure(fig)
     paths.append(save_figure(fig, out_dir, "analytic_uniform_energy.png", dpi=120))
 
-    fig, ax = plt.subplots(figsize=(6, 4.5))
+    fig, ax = plt.subplots(figsize=(7.2, 4.5), layout="constrained")
     for o in (1, 2):
         sel = sorted((r for r in results["rotation"] if r["order"] == o), key=lambda r: r["h"])
         hs = np.array([r["h"] for r in sel])
         ax.loglog(hs, [r["l1_error"] for r in sel], "o-", label=f"order {o} (observed {results['rotation_orders'][str(o)]:.2f})")
-        ax.loglog(hs, sel[0]["l1_error"] * (hs / hs[0]) ** o, "k:", lw=1)
-    ax.set_xlabel("h (max edge length)")
-    ax.set_ylabel("L1 error after a quarter turn")
-    ax.set_title("Rigid rotation (dotted: h and h^2)")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
+        ax.loglog(hs, sel[0]["l1_error"] * (hs / hs[0]) ** o, "k:", lw=1, label=r"$\propto h$" if o == 1 else r"$\propto h^2$")
+    data_ticks(ax, "x", [r["h"] for r in results["rotation"]])
+    ax.set_xlabel(H_LABEL)
+    ax.set_ylabel(r"$L^1$ error after a quarter turn (dimensionless)")
+    ax.set_title("Rigid rotation")
+    legend_outside(ax, fontsize=8)
+    finish_figure(fig)
     paths.append(save_figure(fig, out_dir, "analytic_rotation.png", dpi=120))
     return paths
 

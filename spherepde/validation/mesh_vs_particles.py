@@ -501,68 +501,74 @@ def _interpret(case, r) -> str:
 
 # ------------------------------------------------------------------------------- plot
 def plot(results, out_dir) -> list:
+    """Figures per case: W1 between mesh and tokens over time, errors at T against the mesh
+    size h and against the number of tokens n; G²(t) of every mesh and token run. Axes
+    labelled with units, ticks at the studied h and n, legends beside the data."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from spherepde.viz.figstyle import data_ticks, finish_figure, legend_outside
+
+    ERR_LABEL = "error at T\n" + r"($W_1$ in rad; $L^1$, $|\Delta E|$, $|\Delta G^2|$ dimensionless)"
     paths = []
     for c, r in results["cases"].items():
         hs, ns = r["h_study"], r["n_study"]
         t = r["times"]
-        fig, axes = plt.subplots(1, 3, figsize=(14, 4))
+        fig, axes = plt.subplots(3, 1, figsize=(8.6, 11.5), layout="constrained")
         ax = axes[0]
         for i, L in enumerate(hs["levels"]):
-            ax.plot(t, hs["w1"][i], "o-", label=f"level {L} (h={hs['h'][i]:.3f})")
-        ax.set_xlabel("t")
-        ax.set_ylabel(f"W1(mesh, n={hs['n_ref']} tokens)")
-        ax.set_title(f"{c}: W1 over time")
-        ax.legend(fontsize=8)
+            ax.plot(t, hs["w1"][i], "o-", label=f"level {L} (h = {hs['h'][i]:.3f} rad)")
+        ax.set_xlabel("time t (dimensionless)")
+        ax.set_ylabel(f"$W_1$(mesh, {hs['n_ref']} tokens) (rad)")
+        ax.set_title(f"{c}: $W_1$ between mesh and tokens over time")
+        legend_outside(ax, fontsize=8)
         ax = axes[1]
         h = np.asarray(hs["h"])
-        for k, lab in (("w1", "W1"), ("l1_hist", "L1 hist"), ("l1_smooth", "L1 smooth"), ("dE", "|dE|"), ("dG2", "|dG2|")):
+        for k, lab in (("w1", "$W_1$"), ("l1_hist", "$L^1$ histogram"), ("l1_smooth", "$L^1$ smoothed"), ("dE", r"$|\Delta E|$"), ("dG2", r"$|\Delta G^2|$")):
             y = np.asarray([v[-1] for v in hs[k]], float)
             ax.loglog(h, y, "o-", label=f"{lab} (rate {hs['rates_T'][k]:.2f})")
         if hs["l1_self"]:
-            ax.loglog(h[:-1], [v[-1] for v in hs["l1_self"]], "s--", label=f"L1 self (rate {hs['rates_T']['l1_self']:.2f})")
-            ax.loglog(h[:-1], [v[-1] for v in hs["w1_self"]], "^--", label=f"W1 self (rate {hs['rates_T']['w1_self']:.2f})")
-        ax.loglog(h, 0.3 * h / h[-1] * np.nanmin([v[-1] for v in hs["w1"]]), "k:", label="~h")
-        ax.set_xlabel("h")
-        ax.set_title(f"{c}: errors at T = {r['T']} vs h")
-        ax.legend(fontsize=7)
+            ax.loglog(h[:-1], [v[-1] for v in hs["l1_self"]], "s--", label=f"$L^1$ to the finest mesh (rate {hs['rates_T']['l1_self']:.2f})")
+            ax.loglog(h[:-1], [v[-1] for v in hs["w1_self"]], "^--", label=f"$W_1$ to the finest mesh (rate {hs['rates_T']['w1_self']:.2f})")
+        ax.loglog(h, 0.3 * h / h[-1] * np.nanmin([v[-1] for v in hs["w1"]]), "k:", label=r"$\propto h$")
+        data_ticks(ax, "x", h)
+        ax.set_xlabel("h, longest edge of the mesh (rad)")
+        ax.set_ylabel(ERR_LABEL)
+        ax.set_title(f"{c}: errors at T = {r['T']} against the mesh size")
+        legend_outside(ax)
         ax = axes[2]
         n = np.asarray(ns["n"], float)
-        for k, lab in (("w1", "W1"), ("w1_sliced", "sliced W"), ("l1_hist", "L1 hist"), ("l1_smooth", "L1 smooth"), ("dE", "|dE|"), ("dG2", "|dG2|")):
+        for k, lab in (("w1", "$W_1$"), ("w1_sliced", "sliced $W_1$"), ("l1_hist", "$L^1$ histogram"), ("l1_smooth", "$L^1$ smoothed"), ("dE", r"$|\Delta E|$"), ("dG2", r"$|\Delta G^2|$")):
             y = np.asarray([v[-1] for v in ns[k]], float)
             if np.any(np.isfinite(y) & (y > 0)):
                 ax.loglog(n, y, "o-", label=f"{lab} (rate {ns['rates_T'][k]:.2f})")
         y0 = np.asarray([v[0] for v in ns["w1"]], float)
         if np.all(np.isfinite(y0)):
-            ax.loglog(n, y0, "x--", label=f"W1 at t=0 (rate {ns['rates_0']['w1']:.2f})")
-            ax.loglog(n, y0[0] * (n / n[0]) ** -0.5, "k:", label="~n^-1/2")
-        from matplotlib.ticker import NullFormatter
-
-        for a_ in axes[1:]:
-            a_.xaxis.set_minor_formatter(NullFormatter())
-        ax.set_xlabel("n tokens")
-        ax.set_title(f"{c}: vs n (level {ns['level']})")
-        ax.legend(fontsize=7)
-        fig.tight_layout()
+            ax.loglog(n, y0, "x--", label=f"$W_1$ at t = 0 (rate {ns['rates_0']['w1']:.2f})")
+            ax.loglog(n, y0[0] * (n / n[0]) ** -0.5, "k:", label=r"$\propto n^{-1/2}$")
+        data_ticks(ax, "x", n, "{:.0f}")
+        ax.set_xlabel("number of tokens n")
+        ax.set_ylabel(ERR_LABEL)
+        ax.set_title(f"{c}: errors at T against the number of tokens (mesh level {ns['level']})")
+        legend_outside(ax)
+        finish_figure(fig)
         pth = figure_path(out_dir, f"mesh_vs_particles_{c}.png")
         fig.savefig(pth, dpi=110)
         plt.close(fig)
         paths.append(pth)
         # G2 curves
-        fig, ax = plt.subplots(figsize=(6, 4))
+        fig, ax = plt.subplots(figsize=(7.6, 4.2), layout="constrained")
         for L, y in r["curves"]["mesh_G2"].items():
-            ax.plot(t, y, "o-", label=f"mesh level {L}")
+            ax.plot(t, y, "o-", label=f"mesh, level {L}")
         for nn, y in r["curves"]["particles_G2"].items():
-            ax.plot(t, y, "x--", label=f"particles n={nn}")
-        ax.set_xlabel("t")
-        ax.set_ylabel("G^2")
-        ax.set_title(f"{c}: G^2(t)")
-        ax.legend(fontsize=7)
-        fig.tight_layout()
+            ax.plot(t, y, "x--", label=f"particles, n = {nn}")
+        ax.set_xlabel("time t (dimensionless)")
+        ax.set_ylabel("dissipation $G^2$ (dimensionless)")
+        ax.set_title(f"{c}: $G^2(t)$")
+        legend_outside(ax)
+        finish_figure(fig)
         pth = figure_path(out_dir, f"mesh_vs_particles_{c}_G2.png")
         fig.savefig(pth, dpi=110)
         plt.close(fig)

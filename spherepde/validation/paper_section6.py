@@ -538,71 +538,83 @@ def _summary(res) -> str:
 
 # ------------------------------------------------------------------------------- plot
 def plot(results, out_dir) -> list:
+    """Figures: G²(t) per regime and H, the time-averaged G² against H with the fitted
+    power laws, the energy-balance terms, token snapshots, mesh-versus-token G² and
+    density maps (the mesh's cells). Axes labelled with units, legends beside the data."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from spherepde.viz.figstyle import data_ticks, finish_figure, legend_outside
+
+    T_LABEL = "time t (dimensionless)"
+    G2_LABEL = "dissipation $G^2$ (dimensionless)"
     paths = []
     parts = results["particles"]
     p = results["params"]
     # G2(t) per regime and H
-    fig, axes = plt.subplots(1, len(parts), figsize=(5 * len(parts), 4), squeeze=False)
-    for ax, (regime, r) in zip(axes[0], parts.items()):
+    fig, axes = plt.subplots(len(parts), 1, figsize=(7.6, 3.3 * len(parts)), squeeze=False, layout="constrained")
+    for ax, (regime, r) in zip(axes[:, 0], parts.items()):
         for i, H in enumerate(r["H"]):
-            ax.semilogy(r["t"], np.maximum(r["G2_mean_curve"][i], 1e-300), label=f"H={H} (mean of {r['paths'][i]})")
-        ax.axvline(p["t_avg"], color="k", ls=":", lw=0.8)
-        ax.set_xlabel("t")
-        ax.set_ylabel("G^2")
-        ax.set_title(f"{regime}: G^2(t)")
-        ax.legend(fontsize=8)
-    fig.tight_layout()
+            ax.semilogy(r["t"], np.maximum(r["G2_mean_curve"][i], 1e-300), label=f"H = {H} (mean of {r['paths'][i]} paths)")
+        ax.axvline(p["t_avg"], color="k", ls=":", lw=0.8, label=f"averages from t = {p['t_avg']:g}")
+        ax.set_xlabel(T_LABEL)
+        ax.set_ylabel(G2_LABEL)
+        ax.set_title(f"{regime}: $G^2(t)$")
+        legend_outside(ax, fontsize=8)
+    finish_figure(fig)
     paths.append(save_figure(fig, out_dir, "paper_section6_G2.png", dpi=110))
     # log-log G2 vs H with fit
-    fig, ax = plt.subplots(figsize=(5.5, 4))
+    fig, ax = plt.subplots(figsize=(8.2, 4.4), layout="constrained")
+    all_H = []
     for regime, r in parts.items():
         Hs = np.asarray(r["H"], float)
+        all_H += list(Hs)
         for i, H in enumerate(r["H"]):
             ax.loglog([H] * len(r["tavg"][i]), r["tavg"][i], ".", alpha=0.3, color=f"C{list(parts).index(regime)}")
-        ax.loglog(Hs, r["tavg_mean"], "o", color=f"C{list(parts).index(regime)}")
+        ax.loglog(Hs, r["tavg_mean"], "o", color=f"C{list(parts).index(regime)}", label=f"{regime}: particles, mean over paths")
         f = r["fit"]
         if np.isfinite(f["b"]):
             ax.loglog(Hs, f["a"] * Hs ** f["b"], "-", color=f"C{list(parts).index(regime)}",
-                      label=f"{regime}: b={f['b']:.2f} [{f['ci95'][0]:.2f},{f['ci95'][1]:.2f}]")
+                      label=f"{regime}: fit b = {f['b']:.2f} [{f['ci95'][0]:.2f}, {f['ci95'][1]:.2f}]")
     for regime, f in (results.get("mesh", {}).get("fits") or {}).items():  # density level: open squares, dashed fit
         c = f"C{list(parts).index(regime)}" if regime in parts else "k"
         Hs = np.asarray(f["H"], float)
-        ax.loglog(Hs, f["mesh_tavg_mean"], "s", mfc="none", color=c, ms=8)
+        ax.loglog(Hs, f["mesh_tavg_mean"], "s", mfc="none", color=c, ms=8, label=f"{regime}: mesh")
         fm = f["mesh_fit"]
         if np.isfinite(fm["b"]):
-            ax.loglog(Hs, fm["a"] * Hs ** fm["b"], "--", color=c, lw=1, label=f"{regime}, mesh: b={fm['b']:.2f}")
-    ax.set_xlabel("H")
-    ax.set_ylabel(f"time-averaged G^2 (t >= {p['t_avg']:g})")
-    ax.legend(fontsize=7)
+            ax.loglog(Hs, fm["a"] * Hs ** fm["b"], "--", color=c, lw=1, label=f"{regime}, mesh: fit b = {fm['b']:.2f}")
+    data_ticks(ax, "x", all_H, "{:g}")
+    ax.set_xlabel("number of heads H")
+    ax.set_ylabel(f"time-averaged $G^2$, t ≥ {p['t_avg']:g}\n(dimensionless)")
     ax.set_title("particles (dots, solid) and mesh (squares, dashed)", fontsize=9)
-    fig.tight_layout()
+    legend_outside(ax)
+    finish_figure(fig)
     paths.append(save_figure(fig, out_dir, "paper_section6_G2_vs_H.png", dpi=110))
     # energy balance curves
     Hs = parts[next(iter(parts))]["H"]
-    fig, axes = plt.subplots(len(parts), len(Hs), figsize=(4.2 * len(Hs), 3.2 * len(parts)), squeeze=False)
+    fig, axes = plt.subplots(len(parts), len(Hs), figsize=(4.2 * len(Hs) + 2.4, 3.3 * len(parts)), squeeze=False, layout="constrained")
     for a, (regime, r) in enumerate(parts.items()):
         for b, H in enumerate(Hs):
             ax = axes[a][b]
             bal = r["balance"][str(H)]
             t = bal["t"]
-            ax.plot(t, bal["dE"], label="Delta E")
-            ax.plot(t, bal["int_G2"], label="int G^2")
-            ax.plot(t, bal["int_dEdt"], label="int d_tE")
-            ax.plot(t, bal["martingale"], label="M_t")
-            ax.plot(t, bal["edi_paper"], "--", label="EDI residual (paper)")
-            ax.plot(t, bal["edi_exact"], ":", label="EDI residual (exact)")
-            ax.set_title(f"{regime}, H={H}", fontsize=9)
-            if a == 0 and b == 0:
-                ax.legend(fontsize=6)
-    fig.tight_layout()
+            ax.plot(t, bal["dE"], label=r"$\Delta E = E(t) - E(0)$")
+            ax.plot(t, bal["int_G2"], label=r"$\int_0^t G^2\,ds$")
+            ax.plot(t, bal["int_dEdt"], label=r"$\int_0^t \partial_t E\,ds$")
+            ax.plot(t, bal["martingale"], label="$M_t$")
+            ax.plot(t, bal["edi_paper"], "--", label="EDI residual (paper's form)")
+            ax.plot(t, bal["edi_exact"], ":", label="EDI residual (exact chain rule)")
+            ax.set_title(f"{regime}, H = {H}", fontsize=9)
+            ax.set_xlabel(T_LABEL)
+            ax.set_ylabel("energy terms (dimensionless)")
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside right upper", fontsize=8, frameon=False)
+    finish_figure(fig)
     paths.append(save_figure(fig, out_dir, "paper_section6_energy_balance.png", dpi=100))
     # snapshots (largest H)
-    fig = plt.figure(figsize=(4 * 3, 3.6 * len(parts)))
+    fig = plt.figure(figsize=(4 * 3, 3.8 * len(parts)), layout="constrained")
     for a, (regime, r) in enumerate(parts.items()):
         snaps = sorted(r.get("snapshots", {}).items(), key=lambda kv: float(kv[0]))
         for b, (ts, X) in enumerate(snaps[:3]):
@@ -612,46 +624,55 @@ def plot(results, out_dir) -> list:
             ax.set_xlim(-1, 1)
             ax.set_ylim(-1, 1)
             ax.set_zlim(-1, 1)
-            ax.set_title(f"{regime}, H={max(r['H'])}, t={ts}", fontsize=9)
-    fig.tight_layout()
+            ax.set_xlabel("x")
+            ax.set_ylabel("y")
+            ax.set_zlabel("z")
+            ax.set_title(f"{regime}, H = {max(r['H'])}, t = {ts}", fontsize=9)
     paths.append(save_figure(fig, out_dir, "paper_section6_snapshots.png", dpi=100))
     # mesh vs particles
     if "mesh" in results and results["mesh"]["runs"]:
         runs = {k: v for k, v in results["mesh"]["runs"].items() if v["path"] == 0}  # one panel per (regime, H)
         Hs_m = sorted({v["H"] for v in runs.values()})
         regs = list(dict.fromkeys(v["regime"] for v in runs.values()))
-        fig, axes = plt.subplots(len(regs), len(Hs_m), figsize=(4.2 * len(Hs_m), 3.4 * len(regs)), squeeze=False)
+        fig, axes = plt.subplots(len(regs), len(Hs_m), figsize=(4.2 * len(Hs_m) + 2.2, 3.4 * len(regs)), squeeze=False, layout="constrained")
         for key, v in runs.items():
             ax = axes[regs.index(v["regime"])][Hs_m.index(v["H"])]
-            ax.semilogy(v["t"], np.maximum(v["mesh_G2"], 1e-300), label=f"mesh level {results['mesh']['level']}")
-            ax.semilogy(v["t"], np.maximum(v["particles_G2"], 1e-300), label=f"particles n={p['n']}")
-            ax.set_title(key, fontsize=8)
-            ax.set_xlabel("t")
-            ax.legend(fontsize=7)
-        fig.tight_layout()
+            ax.semilogy(v["t"], np.maximum(v["mesh_G2"], 1e-300), label=f"mesh, level {results['mesh']['level']}")
+            ax.semilogy(v["t"], np.maximum(v["particles_G2"], 1e-300), label=f"particles, n = {p['n']}")
+            ax.set_title(f"{v['regime']}, H = {v['H']} (path {v['path']})", fontsize=8)
+            ax.set_xlabel(T_LABEL)
+            ax.set_ylabel(G2_LABEL)
+        handles, labels = axes[0][0].get_legend_handles_labels()
+        fig.legend(handles, labels, loc="outside right upper", fontsize=8, frameon=False)
+        finish_figure(fig)
         paths.append(save_figure(fig, out_dir, "paper_section6_mesh_vs_particles.png", dpi=100))
         snapped = [(key, v) for key, v in runs.items() if v.get("mesh_snapshots")]
         if snapped:
+            from matplotlib.colors import Normalize
+
             from spherepde.geometry.meshio import icosphere
-            from spherepde.viz.plots import _lonlat, _raster
+            from spherepde.viz.plots import _lonlat, draw_cells
 
             mesh = icosphere(int(results["mesh"]["level"]))
             ncol = max(len(v["mesh_snapshots"]) for _, v in snapped)
-            fig, axes = plt.subplots(len(snapped), ncol, figsize=(4.6 * ncol, 2.7 * len(snapped)), squeeze=False, layout="constrained")
+            fig, axes = plt.subplots(len(snapped), ncol, figsize=(4.6 * ncol, 2.9 * len(snapped)), squeeze=False, layout="constrained")
             for a, (key, v) in enumerate(snapped):
                 items = sorted(v["mesh_snapshots"].items(), key=lambda kv: float(kv[0]))
                 hi = max(max(r) for _, r in items)
                 for b, (ts, rho) in enumerate(items):
                     ax = axes[a][b]
-                    lon_e, lat_e, img = _raster(mesh, np.asarray(rho, float), nlat=120)
-                    pc = ax.pcolormesh(np.degrees(lon_e), np.degrees(lat_e), img, vmin=0.0, vmax=hi, cmap="viridis", shading="flat", rasterized=True)
+                    ax.set_xlim(-180, 180)
+                    ax.set_ylim(-90, 90)
+                    pc = draw_cells(ax, mesh, np.asarray(rho, float), norm=Normalize(0.0, hi))
                     if b == len(items) - 1 and v.get("particles_snapshot_final"):
                         lon, lat = _lonlat(np.asarray(v["particles_snapshot_final"], float))
                         ax.scatter(np.degrees(lon), np.degrees(lat), s=3, c="crimson", edgecolors="none")
                     ax.set_aspect("equal")
-                    ax.set_xlim(-180, 180)
-                    ax.set_ylim(-90, 90)
-                    ax.set_title(f"{v['regime']}, H={v['H']}, t={ts}" + (" (+ tokens)" if b == len(items) - 1 else ""), fontsize=9)
-                fig.colorbar(pc, ax=axes[a].tolist(), shrink=0.8, label="rho")
+                    ax.set_xticks(range(-180, 181, 90))
+                    ax.set_yticks(range(-90, 91, 45))
+                    ax.set_xlabel("longitude (°)")
+                    ax.set_ylabel("latitude (°)")
+                    ax.set_title(f"{v['regime']}, H = {v['H']}, t = {ts}" + (" (+ tokens)" if b == len(items) - 1 else ""), fontsize=9)
+                fig.colorbar(pc, ax=axes[a].tolist(), shrink=0.8, label=r"$\rho$ (density per unit area)")
             paths.append(save_figure(fig, out_dir, "paper_section6_mesh_snapshots.png", dpi=100))
     return paths

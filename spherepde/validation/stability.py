@@ -406,56 +406,67 @@ def _summary(res) -> str:
 
 # ------------------------------------------------------------------------------- plot
 def plot(results, out_dir) -> list:
+    """Figures: growth of initial perturbations over time, distance at T against the
+    weight perturbation, and the mesh's perturbed-rho_0 growth. Axes labelled with units,
+    legends beside the data."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from spherepde.viz.figstyle import data_ticks, finish_figure, legend_outside
+
+    T_LABEL = "time t (dimensionless)"
+    RATIO_LABEL = "distance ratio d(t) / d(0)"
     paths = []
     ini = results["initial"]
-    fig, axes = plt.subplots(1, len(ini), figsize=(5 * len(ini), 4), squeeze=False)
-    for ax, (H, r) in zip(axes[0], ini.items()):
+    fig, axes = plt.subplots(len(ini), 1, figsize=(8.2, 3.6 * len(ini)), squeeze=False, layout="constrained")
+    for ax, (H, r) in zip(axes[:, 0], ini.items()):
         t = np.asarray(r["t"])
         for i, d in enumerate(r["deltas"]):
-            ax.semilogy(t, r["r_w1"][i], label=f"W1, delta={d:g} (L_eff={r['L_fit_w1'][i]:.2f})")
-            ax.semilogy(t, r["r_coupling"][i], "--", label=f"coupling, delta={d:g}")
+            ax.semilogy(t, r["r_w1"][i], label=rf"$W_1$, $\delta$ = {d:g} ($L_{{eff}}$ = {r['L_fit_w1'][i]:.2f})")
+            ax.semilogy(t, r["r_coupling"][i], "--", label=rf"coupling, $\delta$ = {d:g}")
         Lf = r["L_fit_w1"][-1]
         if np.isfinite(Lf):
-            ax.semilogy(t, np.exp(max(Lf, 0) * t), "k:", label="e^(L_eff t)")
-        ax.set_xlabel("t")
-        ax.set_ylabel("d(t)/d(0)")
-        ax.set_title(f"initial perturbation, H={H}")
-        ax.legend(fontsize=6)
-    fig.tight_layout()
+            ax.semilogy(t, np.exp(max(Lf, 0) * t), "k:", label=r"$e^{L_{eff} t}$")
+        ax.set_xlabel(T_LABEL)
+        ax.set_ylabel(RATIO_LABEL)
+        ax.set_title(f"initial perturbation, H = {H}")
+        legend_outside(ax)
+    finish_figure(fig)
     paths.append(save_figure(fig, out_dir, "stability_initial.png", dpi=110))
-    fig, ax = plt.subplots(figsize=(5.5, 4))
+    fig, ax = plt.subplots(figsize=(8.2, 4.2), layout="constrained")
+    eps_all = []
     for H, r in results["weights"].items():
         if H == "S":
             continue
         e = np.asarray(r["eps"])
-        ax.loglog(e, [w[-1] for w in r["w1"]], "o-", label=f"particles W1, H={H} (order {r['order_w1']:.2f})")
+        eps_all += list(e)
+        ax.loglog(e, [w[-1] for w in r["w1"]], "o-", label=f"particles $W_1$, H = {H} (order {r['order_w1']:.2f})")
     if "mesh" in results:
         b = results["mesh"]["weights"]
-        ax.loglog(b["eps"], [v[-1] for v in b["l1"]], "s--", label=f"mesh L1 (order {b['order_l1']:.2f})")
-        ax.loglog(b["eps"], [v[-1] for v in b["w1"]], "^--", label=f"mesh W1 (order {b['order_w1']:.2f})")
-    ax.set_xlabel("eps")
-    ax.set_ylabel("distance at T")
-    ax.set_title("weight perturbation D + eps S")
-    ax.legend(fontsize=7)
-    fig.tight_layout()
+        eps_all += list(b["eps"])
+        ax.loglog(b["eps"], [v[-1] for v in b["l1"]], "s--", label=f"mesh $L^1$ (order {b['order_l1']:.2f})")
+        ax.loglog(b["eps"], [v[-1] for v in b["w1"]], "^--", label=f"mesh $W_1$ (order {b['order_w1']:.2f})")
+    data_ticks(ax, "x", eps_all, "{:g}")
+    ax.set_xlabel(r"weight perturbation $\varepsilon$ (dimensionless)")
+    ax.set_ylabel("distance at T\n" + r"($W_1$ in rad, $L^1$ dimensionless)")
+    ax.set_title(r"weight perturbation $D + \varepsilon S$")
+    legend_outside(ax)
+    finish_figure(fig)
     paths.append(save_figure(fig, out_dir, "stability_weights.png", dpi=110))
     if "mesh" in results:
         m = results["mesh"]
-        fig, ax = plt.subplots(figsize=(5.5, 4))
+        fig, ax = plt.subplots(figsize=(7.6, 4.2), layout="constrained")
         for i, e in enumerate(m["initial"]["eps"]):
             v = np.asarray(m["initial"]["l1"][i])
             w = np.asarray(m["initial"]["w1"][i])
-            ax.semilogy(m["t"], v / v[0], "o-", label=f"L1, eps={e:g}")
-            ax.semilogy(m["t"], w / w[0], "x--", label=f"W1, eps={e:g}")
-        ax.set_xlabel("t")
-        ax.set_ylabel("d(t)/d(0)")
-        ax.set_title(f"mesh level {m['level']}: perturbed rho_0")
-        ax.legend(fontsize=7)
-        fig.tight_layout()
+            ax.semilogy(m["t"], v / v[0], "o-", label=rf"$L^1$, $\varepsilon$ = {e:g}")
+            ax.semilogy(m["t"], w / w[0], "x--", label=rf"$W_1$, $\varepsilon$ = {e:g}")
+        ax.set_xlabel(T_LABEL)
+        ax.set_ylabel(RATIO_LABEL)
+        ax.set_title(rf"mesh level {m['level']}: perturbed $\rho_0$")
+        legend_outside(ax)
+        finish_figure(fig)
         paths.append(save_figure(fig, out_dir, "stability_mesh.png", dpi=110))
     return paths

@@ -491,72 +491,85 @@ def _summary(res: dict) -> str:
 
 
 def plot(results: dict, out_dir) -> list:
-    """Figures: mass drift and min rho per step; energy per step; EDI residuals vs dt and vs h."""
+    """Figures: mass drift and min rho per step; energy per step; EDI residuals vs dt and
+    vs h. Axes labelled with units, legends beside the data."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from spherepde.viz.figstyle import data_ticks, finish_figure, legend_outside
+
     paths = []
-    fig, axs = plt.subplots(1, 2, figsize=(10, 4))
+    fig, axs = plt.subplots(2, 1, figsize=(8.2, 7.4), layout="constrained")
     for r in results["clustering"]:
-        lab = f"order {r['order']}, cfl {r['cfl']:g}"
+        lab = f"order {r['order']}, CFL {r['cfl']:g}"
         s = r["series"]
         axs[0].semilogy(s["step"], np.maximum(s["mass_drift"], 1e-17), label=lab)
         axs[1].semilogy(s["step"], np.maximum(s["rho_min_over_max"], 1e-320), label=lab)
-    axs[0].axhline(MASS_TOL, color="k", ls="--", lw=1)
-    axs[0].set_title("relative mass drift |M - M0|/M0 (0 shown as 1e-17)")
-    axs[1].set_title("min rho / max rho")
+    axs[0].axhline(MASS_TOL, color="k", ls="--", lw=1, label=f"tolerance {MASS_TOL:g}")
+    axs[0].set_title("relative mass drift (0 shown as 1e-17)")
+    axs[0].set_ylabel(r"$|M - M_0| / M_0$ (dimensionless)")
+    axs[1].set_title(r"positivity: smallest over largest cell density")
+    axs[1].set_ylabel(r"$\min\rho / \max\rho$ (dimensionless)")
     for ax in axs:
-        ax.set_xlabel("step")
-        ax.legend(fontsize=7)
-    fig.tight_layout()
+        ax.set_xlabel("time step number")
+        legend_outside(ax)
+    finish_figure(fig)
     paths.append(save_figure(fig, out_dir, "structure_mass_positivity.png", dpi=120))
 
-    fig, ax = plt.subplots(figsize=(6, 4))
+    fig, ax = plt.subplots(figsize=(7.6, 4.2), layout="constrained")
     for r in results["monotonicity"]:
         E = np.asarray(r["energy"])
         ax.plot(np.arange(E.size), E / E[0], "o-" if r["order"] == 1 else "s--", ms=3, label=f"s = {r['sign']:+d}, order {r['order']}")
-    ax.set_xlabel("step (sub-sampled if long)")
-    ax.set_ylabel("E / E(0)")
+    ax.set_xlabel("time step number (sub-sampled if long)")
+    ax.set_ylabel("energy ratio E / E(0)")
     ax.set_title("Mesh energy after every step (one frozen head)")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
+    legend_outside(ax, fontsize=8)
+    finish_figure(fig)
     paths.append(save_figure(fig, out_dir, "structure_energy_monotone.png", dpi=120))
 
-    fig, axs = plt.subplots(1, 3, figsize=(15, 4.2))
+    fig, axs = plt.subplots(3, 1, figsize=(8.2, 11), layout="constrained")
     ax = axs[0]
+    dts = []
     for integ in results["params"]["edi_integrators"]:
         sel = [r for r in results["edi_dt_frozen"] if r["integrator"] == integ]
         o = results["edi_dt_orders_frozen"][integ]["edi_exact"]
-        ax.loglog([r["dt"] for r in sel], [max(abs(r["edi_exact"]), 1e-300) for r in sel], "o-", label=f"edi_exact {integ} ({o:.2f})")
+        dts += [r["dt"] for r in sel]
+        ax.loglog([r["dt"] for r in sel], [max(abs(r["edi_exact"]), 1e-300) for r in sel], "o-", label=f"|edi_exact|, {integ} (order {o:.2f})")
     sel = [r for r in results["edi_dt_frozen"] if r["integrator"] == results["params"]["edi_integrators"][-1]]
-    ax.loglog([r["dt"] for r in sel], [abs(r["edi_paper"]) for r in sel], "k^--", label="edi_paper")
-    ax.set_xlabel("dt")
-    ax.set_title("H = 1 frozen, fixed mesh")
-    ax.legend(fontsize=7)
+    ax.loglog([r["dt"] for r in sel], [abs(r["edi_paper"]) for r in sel], "k^--", label="|edi_paper|")
+    data_ticks(ax, "x", dts, "{:g}")
+    ax.set_xlabel(r"time step $\Delta t$ (dimensionless)")
+    ax.set_ylabel("|EDI residual| at T (dimensionless)")
+    ax.set_title("H = 1 frozen, fixed mesh: residuals against the time step")
+    legend_outside(ax)
     ax = axs[1]
     eh = results["edi_h_frozen"]
-    ax.loglog([r["h"] for r in eh], [abs(r["edi_paper"]) for r in eh], "o-", label=f"|edi_paper| H=1 ({results['edi_h_orders_frozen']['edi_paper']:.2f})")
-    ax.loglog([r["h"] for r in eh], [max(abs(r["edi_exact"]), 1e-300) for r in eh], "s-", label="|edi_exact| H=1")
+    ax.loglog([r["h"] for r in eh], [abs(r["edi_paper"]) for r in eh], "o-", label=f"|edi_paper|, H = 1 (order {results['edi_h_orders_frozen']['edi_paper']:.2f})")
+    ax.loglog([r["h"] for r in eh], [max(abs(r["edi_exact"]), 1e-300) for r in eh], "s-", label="|edi_exact|, H = 1")
     oh = results["edi_h_ou"]
-    ax.loglog([r["h"] for r in oh], [abs(r["edi_paper"]) for r in oh], "o--", label="|edi_paper| H=3 OU")
-    ax.loglog([r["h"] for r in oh], [max(abs(r["edi_exact"]), 1e-300) for r in oh], "s--", label="|edi_exact| H=3 OU")
-    ax.set_xlabel("h")
-    ax.set_title("residuals vs mesh size")
-    ax.legend(fontsize=7)
+    ax.loglog([r["h"] for r in oh], [abs(r["edi_paper"]) for r in oh], "o--", label="|edi_paper|, H = 3 OU")
+    ax.loglog([r["h"] for r in oh], [max(abs(r["edi_exact"]), 1e-300) for r in oh], "s--", label="|edi_exact|, H = 3 OU")
+    data_ticks(ax, "x", [r["h"] for r in eh] + [r["h"] for r in oh])
+    ax.set_xlabel("h, longest edge of the mesh (rad)")
+    ax.set_ylabel("|EDI residual| at T (dimensionless)")
+    ax.set_title("residuals against the mesh size")
+    legend_outside(ax)
     ax = axs[2]
     ou = results["edi_ou_rms"]
     x = [r["dt_weights"] for r in ou]
-    ax.loglog(x, [r["rms_edi_exact"] for r in ou], "o-", label=f"RMS edi_exact ({results['edi_dt_orders_ou']['edi_exact']:.2f})")
+    ax.loglog(x, [r["rms_edi_exact"] for r in ou], "o-", label=f"RMS edi_exact (order {results['edi_dt_orders_ou']['edi_exact']:.2f})")
     ax.loglog(x, [r["rms_edi_paper"] for r in ou], "^--", label="RMS edi_paper")
-    ax.loglog(x, [r["rms_martingale"] for r in ou], "k:", label="RMS martingale M_T")
+    ax.loglog(x, [r["rms_martingale"] for r in ou], "k:", label="RMS martingale $M_T$")
     xr = np.array(x)
-    ax.loglog(xr, ou[0]["rms_edi_exact"] * np.sqrt(xr / xr[0]), color="gray", lw=1, label="dt^1/2")
-    ax.set_xlabel("weight-grid step")
+    ax.loglog(xr, ou[0]["rms_edi_exact"] * np.sqrt(xr / xr[0]), color="gray", lw=1, label=r"$\propto \Delta t^{1/2}$")
+    data_ticks(ax, "x", x, "{:.3g}")
+    ax.set_xlabel(r"weight-grid step $\Delta t_w$ (dimensionless)")
+    ax.set_ylabel("RMS over seeds at T (dimensionless)")
     ax.set_title("H = 3 OU, one Brownian path per seed")
-    ax.legend(fontsize=7)
-    fig.tight_layout()
+    legend_outside(ax)
+    finish_figure(fig)
     paths.append(save_figure(fig, out_dir, "structure_edi.png", dpi=120))
     return paths
 

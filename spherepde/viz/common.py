@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 
-__all__ = ["RHO_TITLE", "color_limits"]
+__all__ = ["CLIM_MODES", "RHO_TITLE", "color_limits", "resolve_clim", "robust_color_limits", "snap_times"]
 
 
 #: Colour-bar title of densities (docs/model.md: rho is a density per unit area on S²).
@@ -42,15 +42,123 @@ def color_limits(rho, *, log: bool = False, floor: float = 1e-6) -> tuple[float,
     return (lo, hi)
 
 
-def _time_format(times) -> str:
-    """A format for times that tells neighbouring frames apart (at least 2 decimals)."""
+#: Automatic colour ranges of ``spherepde render --clim``: percentiles over all frames
+#: (``auto``, the default), the same on a log scale (``auto-log``), min to max (``minmax``).
+CLIM_MODES = ("auto", "auto-log", "minmax")
+
+#: Percentiles of all frames' values that bound the default colour range.
+ROBUST_PERCENTILES = (1.0, 99.0)
+
+
+def robust_color_limits(frames, *, log: bool = False, percentiles=ROBUST_PERCENTILES, floor: float = 1e-6) -> tuple[float, float]:
+    """One colour range for all frames ``frames`` (any shape, e.g. (S, n_cells)) that a
+    single frame's peak cannot set: the ``percentiles`` (default 1st and 99th) of all
+    values of all frames (on a log scale: of the positive values, the low end at least
+    ``floor`` times the high end). Values outside the range are drawn in the end colours.
+
+    A density that spreads out over time (a peak of 6 at t = 0, 0.4 at the end) gets a
+    range that shows the late frames too, instead of (0, 6) that leaves them dark. Linear
+    ranges start at 0 when 0 <= low < 0.01 high, as in :func:`color_limits`. Degenerate
+    data fall back to :func:`color_limits`: constant values, or a density so concentrated
+    that the high percentile is below 1 % of the peak (then the high end is the median of
+    the frames' peaks).
+    """
+    r = np.asarray(frames, float)
+    fin = r[np.isfinite(r)]
+    if log:
+        fin = fin[fin > 0]
+    if fin.size == 0:
+        return color_limits(r, log=log, floor=floor)
+    p_lo, p_hi = (float(q) for q in percentiles)
+    if not 0.0 <= p_lo < p_hi <= 100.0:
+        raise ValueError(f"percentiles must satisfy 0 <= low < high <= 100, got {percentiles}")
+    lo, hi = (float(v) for v in np.percentile(fin, [p_lo, p_hi]))
+    peak = float(fin.max())
+    if hi < 0.01 * peak:  # mass on fewer cells than the top percentile: the median frame peak
+        per_frame = r.reshape(r.shape[0], -1) if r.ndim > 1 else r.reshape(1, -1)
+        with np.errstate(invalid="ignore"):
+            peaks = np.array([np.nanmax(np.where(np.isfinite(f), f, np.nan)) for f in per_frame])
+        hi = float(np.nanmedian(peaks))
+    if log:
+        lo = max(lo, floor * hi)
+    elif 0.0 <= lo < 0.01 * hi:  # a density: start the scale at 0 rather than at 1e-56
+        lo = 0.0
+    if not hi > lo:
+        return color_limits(r, log=log, floor=floor)
+    return (lo, hi)
+
+
+def resolve_clim(clim, frames, *, log: bool = False) -> tuple[tuple[float, float], bool]:
+    """The colour range and scale for ``frames`` from a ``clim`` request.
+
+    ``clim``: None or ``"auto"`` (:func:`robust_color_limits`), ``"auto-log"`` (the same
+    on a log scale), ``"minmax"`` (:func:`color_limits`: min to max over all frames) or
+    explicit ``(lo, hi)``. Returns ((lo, hi), log); ``"auto-log"`` turns ``log`` on.
+    """
+    if clim is None or isinstance(clim, str):
+        mode = "auto" if clim is None else clim
+        if mode not in CLIM_MODES:
+            raise ValueError(f"colour range must be LO HI or one of {', '.join(CLIM_MODES)}, got {clim!r}")
+        log = bool(log) or mode == "auto-log"
+        if mode == "minmax":
+            return color_limits(frames, log=log), log
+        return robust_color_limits(frames, log=log), log
+    try:
+        lo, hi = (float(c) for c in clim)
+    except (TypeError, ValueError):
+        raise ValueError(f"colour range must be two numbers LO HI or one of {', '.join(CLIM_MODES)}, got {clim!r}") from None
+    if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
+        raise ValueError(f"colour limits must be finite with LO < HI, got {lo:g} {hi:g}")
+    return (lo, hi), bool(log)
+
+
+def snap_times(t_snap, times, *, source: str = "the run", logger=None) -> list[int]:
+    """Indices of the snapshots nearest to the requested ``times``, saying when a time is
+    not a snapshot time.
+
+    A request within a tolerance (1e-6 of the time scale) of a snapshot is that snapshot;
+    any other time inside the snapshots' range is drawn at the nearest snapshot, with a
+    warning line on ``logger`` naming the requested and the drawn time; a time before the
+    first or after the last snapshot (past T, or past what an unfinished run has written)
+    raises ValueError naming the range. The indices keep the order of ``times``.
+    """
+    t = np.asarray(t_snap, float)
+    if t.size == 0:
+        raise ValueError(f"{source} has no snapshots")
+    scale = max(1.0, float(np.max(np.abs(t))))
+    tol = 1e-6 * scale
+    fmt = _time_format(t).replace("t = ", "")
+    idx = []
+    for req in times:
+        r = float(req)
+        if not math.isfinite(r):
+            raise ValueError(f"time {req!r} is not a finite number")
+        if r < t[0] - tol or r > t[-1] + tol:
+            raise ValueError(
+                f"t = {r:g} is outside the snapshots of {source}, which cover t = {fmt.format(t[0])} to {fmt.format(t[-1])}; "
+                "choose times in that range"
+            )
+        k = int(np.argmin(np.abs(t - r)))
+        if abs(t[k] - r) > tol and logger is not None:
+            logger.warning("t = %g is not a snapshot time of %s: drawing the nearest snapshot, t = %s", r, source, fmt.format(t[k]))
+        idx.append(k)
+    return idx
+
+
+def _time_digits(times) -> int:
+    """Decimals that tell neighbouring times apart (at least 2, at most 8)."""
     t = np.unique(np.asarray(times, float))
     gaps = np.diff(t)
     gaps = gaps[gaps > 0]
     digits = 2
     if gaps.size:
         digits = int(min(8, max(2, math.ceil(-math.log10(gaps.min())) + 1)))
-    return f"t = {{:.{digits}f}}"
+    return digits
+
+
+def _time_format(times) -> str:
+    """A format for times that tells neighbouring frames apart (at least 2 decimals)."""
+    return f"t = {{:.{_time_digits(times)}f}}"
 
 
 def _tokens3(X) -> np.ndarray:

@@ -16,10 +16,16 @@ whose residuals ``edi_paper`` and ``edi_exact`` the solvers record
 Sources
 -------
 Every ``plot_*`` function for diagnostics takes a *source*: a run folder, a
-Monte-Carlo folder (mean ± one standard deviation over its ``path-NNN`` runs, or from
-``diagnostics_mean.csv``/``diagnostics_std.csv`` when the path folders are gone), a dict
-of column arrays (:func:`spherepde.runs.runner.read_diagnostics`) or a list of such dicts
-(one per path).
+Monte-Carlo folder (the mean over its ``path-NNN`` runs with a band of one standard
+error of the mean and a 5-95 % quantile band, both kept positive on log axes; from
+``diagnostics_mean.csv``/``diagnostics_std.csv`` (and ``diagnostics_q05/q95.csv``) when the
+path folders are gone), a dict of column arrays
+(:func:`spherepde.runs.runner.read_diagnostics`) or a list of such dicts (one per path).
+
+Coupled runs (``run.solver = "both"``) overlay the mesh columns and the tokens' ``p_``
+columns in the energy, G², EDI and mean-resultant figures, and plot the distances
+between the two (``w1_exact``, ``w1_sliced``, ``l1_hist``) labelled by method.
+:func:`plot_columns` draws the same figures for several runs (``spherepde compare``).
 """
 
 from __future__ import annotations
@@ -27,15 +33,26 @@ from __future__ import annotations
 import csv
 import logging
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 __all__ = [
+    "DISTANCE_LABELS",
     "FORMATS",
+    "PANELS",
+    "Band",
+    "Panel",
     "Series",
+    "Track",
+    "distance_columns",
+    "distance_label",
     "load_series",
+    "plot_columns",
+    "plot_edi_residuals",
+    "plot_mean_resultant",
+    "solver_tracks",
     "plot_density_map",
     "plot_dissipation",
     "plot_distances",
@@ -82,6 +99,22 @@ def _read_csv(path: Path) -> dict:
 
 
 @dataclass
+class Band:
+    """A column over time with its spread over Monte-Carlo paths.
+
+    mean : (T,) the value (one run) or the mean over paths; sem : its standard error
+    std / sqrt(n) (None for one run); q05, q95 : the 5 % and 95 % quantiles over the paths
+    (None for one run, or when only aggregates without quantile files are left); n : paths.
+    """
+
+    mean: np.ndarray
+    sem: np.ndarray | None = None
+    q05: np.ndarray | None = None
+    q95: np.ndarray | None = None
+    n: int = 1
+
+
+@dataclass
 class Series:
     """Diagnostics of one run or of the paths of a Monte-Carlo folder.
 
@@ -92,6 +125,11 @@ class Series:
     std : per-column standard deviations when only aggregates were available, else None.
     sign : the model's sign s (EDI), from the config (default -1).
     kind : "particles", "mesh" or "montecarlo".
+    label : a short description of the run ("mesh, H = 10, ou weights").
+    config : the run's config.toml as a dict (empty if unknown).
+    quantiles : aggregates only: {"q05": columns, "q95": columns} when the Monte-Carlo
+        folder wrote diagnostics_q05.csv / diagnostics_q95.csv.
+    n_aggregated : aggregates only: the number of paths behind the means.
     """
 
     paths: list
@@ -99,6 +137,9 @@ class Series:
     sign: float = -1.0
     kind: str = "particles"
     label: str = ""
+    config: dict = field(default_factory=dict)
+    quantiles: dict | None = None
+    n_aggregated: int = 0
 
     @property
     def t(self) -> np.ndarray:
@@ -110,7 +151,11 @@ class Series:
 
     @property
     def n_paths(self) -> int:
-        return len(self.paths) if self.std is None else 0
+        return len(self.paths) if self.std is None else self.n_aggregated
+
+    @property
+    def is_ensemble(self) -> bool:
+        return self.std is not None or len(self.paths) > 1
 
     def has(self, col: str) -> bool:
         return col in self.paths[0]
@@ -125,6 +170,27 @@ class Series:
         if len(vals) == 1:
             return vals[0], None
         return vals.mean(axis=0), vals.std(axis=0, ddof=1)
+
+    def band(self, what) -> Band:
+        """The :class:`Band` of a column name or of a function of a path's columns: the
+        mean, its standard error and the 5-95 % quantiles over the paths."""
+        f = (lambda d: d[what]) if isinstance(what, str) else what
+        vals = np.stack([np.asarray(f(d), float) for d in self.paths])
+        if self.std is not None:  # aggregates only
+            n = max(self.n_aggregated, 1)
+            std = self.std.get(what) if isinstance(what, str) else None
+            sem = None if std is None or n < 2 else np.asarray(std, float) / math.sqrt(n)
+            q = self.quantiles or {}
+            q05 = q.get("q05", {}).get(what) if isinstance(what, str) else None
+            q95 = q.get("q95", {}).get(what) if isinstance(what, str) else None
+            return Band(vals[0], sem, q05, q95, n)
+        if len(vals) == 1:
+            return Band(vals[0])
+        n = len(vals)
+        with np.errstate(invalid="ignore"):
+            sem = vals.std(axis=0, ddof=1) / math.sqrt(n)
+            q05, q95 = np.quantile(vals, [0.05, 0.95], axis=0)
+        return Band(vals.mean(axis=0), sem, q05, q95, n)
 
 
 def load_series(source) -> Series:
@@ -146,18 +212,36 @@ def load_series(source) -> Series:
         csvp = folder / "diagnostics.csv"
         if not csvp.is_file():
             raise FileNotFoundError(f"{folder}: no diagnostics.csv; the run has recorded nothing yet")
-        return Series([_read_csv(csvp)], sign=sign, kind=kind, label=label)
+        return Series([_read_csv(csvp)], sign=sign, kind=kind, label=label, config=cfg)
     paths = []
     for p in sorted(folder.glob("path-[0-9]*")):
         if (p / "diagnostics.csv").is_file():
             paths.append(_read_csv(p / "diagnostics.csv"))
     n = len(paths[0]["t"]) if paths else 0
     if paths and all(len(d["t"]) == n for d in paths) and n:
-        return Series(paths, sign=sign, kind=kind, label=label)
+        return Series(paths, sign=sign, kind=kind, label=label, config=cfg)
     mean, std = folder / "diagnostics_mean.csv", folder / "diagnostics_std.csv"
     if mean.is_file():
-        return Series([_read_csv(mean)], std=_read_csv(std) if std.is_file() else {}, sign=sign, kind=kind, label=label)
+        quantiles = {q: _read_csv(folder / f"diagnostics_{q}.csv") for q in ("q05", "q95") if (folder / f"diagnostics_{q}.csv").is_file()}
+        return Series(
+            [_read_csv(mean)], std=_read_csv(std) if std.is_file() else {}, sign=sign, kind=kind, label=label, config=cfg,
+            quantiles=quantiles if len(quantiles) == 2 else None, n_aggregated=_mc_path_count(folder, cfg),
+        )
     raise FileNotFoundError(f"{folder}: Monte-Carlo folder with no finished paths and no diagnostics_mean.csv")
+
+
+def _mc_path_count(folder: Path, cfg: dict) -> int:
+    """The number of paths of a Monte-Carlo folder (summary.json, else montecarlo.paths)."""
+    import json
+
+    try:
+        n = json.loads((folder / "summary.json").read_text()).get("paths")
+        if isinstance(n, int) and n > 0:
+            return n
+    except (OSError, ValueError, AttributeError):
+        pass
+    n = cfg.get("montecarlo", {}).get("paths", 0)
+    return int(n) if isinstance(n, int) else 0
 
 
 def _run_label(cfg: dict) -> str:
@@ -173,6 +257,39 @@ def _run_label(cfg: dict) -> str:
     return ", ".join(parts)
 
 
+#: Prefix of the particle columns of a coupled run (``run.solver = "both"``).
+PARTICLE_PREFIX = "p_"
+
+
+@dataclass(frozen=True)
+class Track:
+    """One curve family of a figure: the columns ``prefix + name`` of a :class:`Series`
+    (``prefix = "p_"``: the tokens of a coupled run), shown as ``label``."""
+
+    series: Series
+    prefix: str = ""
+    label: str = ""
+
+    def has(self, col: str) -> bool:
+        return self.series.has(self.prefix + col)
+
+    def defined(self, col: str) -> bool:
+        return _defined(self.series, self.prefix + col)
+
+
+def solver_tracks(s: Series, name: str = "") -> list[Track]:
+    """The tracks of one run: a coupled run (``p_energy`` present) gives its mesh and its
+    particles; any other run one track. ``name`` (e.g. the run folder's name) is put in
+    front of the labels."""
+    head = f"{name}: " if name else ""
+    if s.has(PARTICLE_PREFIX + "energy"):
+        n = s.config.get("initial", {}).get("n")
+        toks = f"particles ({n} tokens)" if n else "particles"
+        return [Track(s, "", head + "mesh (finite volume)"), Track(s, PARTICLE_PREFIX, head + toks)]
+    solver = s.config.get("run", {}).get("solver") if name else None
+    return [Track(s, "", f"{name} ({solver})" if solver else name)]
+
+
 # ============================================================================ figure helpers
 def _figure(nrows: int = 1, *, height: float = 3.8, width: float = 6.4, sharex: bool = True):
     from matplotlib.figure import Figure
@@ -182,22 +299,59 @@ def _figure(nrows: int = 1, *, height: float = 3.8, width: float = 6.4, sharex: 
     return fig, axes
 
 
-def _curve(ax, t, mean, std, label, **kw):
-    (line,) = ax.plot(t, mean, label=label, **kw)
-    if std is not None and np.any(np.isfinite(std)):
-        ax.fill_between(t, mean - std, mean + std, color=line.get_color(), alpha=0.22, linewidth=0)
+def _positive(a) -> np.ndarray:
+    a = np.asarray(a, float)
+    return np.where(a > 0, a, np.nan)
+
+
+def _draw(ax, s: Series, what, label: str, *, log: bool = False, **kw):
+    """One column (or function of columns) of ``s``: the mean as a line and, for several
+    paths, a dark band mean ± one standard error and a light 5-95 % quantile band. On a
+    log axis the bands keep to their positive part."""
+    b = s.band(what)
+    t = s.t
+    fin = np.isfinite(b.mean)
+    sparse = fin.sum() < fin.size and fin.any()
+    if sparse:  # e.g. distances recorded every N-th row: join the recorded points
+        kw.setdefault("marker", "o")
+        kw.setdefault("markersize", 3)
+        (line,) = ax.plot(t[fin], b.mean[fin], label=label, **kw)
+    else:
+        (line,) = ax.plot(t, b.mean, label=label, **kw)
+    color = line.get_color()
+    first = not getattr(ax, "_spherepde_bands", False)
+    drew = False
+    if b.q05 is not None and b.q95 is not None and np.any(np.isfinite(b.q05)):
+        lo, hi = np.asarray(b.q05, float), np.asarray(b.q95, float)
+        if log:
+            lo, hi = _positive(lo), _positive(hi)
+        ax.fill_between(t, lo, hi, color=color, alpha=0.12, linewidth=0, label="5–95 % of paths" if first else None)
+        drew = True
+    if b.sem is not None and np.any(np.isfinite(b.sem)):
+        lo, hi = b.mean - b.sem, b.mean + b.sem
+        if log:
+            lo, hi = _positive(lo), _positive(hi)
+        ax.fill_between(t, lo, hi, color=color, alpha=0.35, linewidth=0, label="mean ± 1 standard error" if first else None)
+        drew = True
+    if drew:
+        ax._spherepde_bands = True
     return line
 
 
 def _band_note(s: Series) -> str:
-    if s.kind == "montecarlo" or len(s.paths) > 1 or s.std is not None:
-        return f"mean ± 1 std over {s.n_paths} paths" if s.n_paths else "Monte-Carlo mean ± 1 std"
-    return ""
+    if not s.is_ensemble:
+        return ""
+    n = s.n_paths
+    over = f"{n} paths" if n else "Monte-Carlo paths"
+    if s.std is not None and s.quantiles is None:
+        return f"mean ± s.e., {over}"
+    return f"mean ± s.e. and 5–95 % band, {over}"
 
 
-def _finish(fig, axes, s: Series, title: str, *, outside: bool = False) -> None:
-    extra = ", ".join(x for x in (s.label, _band_note(s)) if x)
-    fig.suptitle(title + (f" ({extra})" if extra else ""), fontsize=11)
+def _finish(fig, axes, s: Series | None, title: str, *, outside: bool = False, note: str = "") -> None:
+    extra = ", ".join(x for x in ((s.label if s else ""), (_band_note(s) if s else ""), note) if x)
+    sep = "\n" if len(title) + len(extra) > 60 else " "  # long notes on a line of their own, never clipped
+    fig.suptitle(title + (f"{sep}({extra})" if extra else ""), fontsize=11)
     axes[-1].set_xlabel(T_LABEL)
     for ax in axes:
         ax.grid(True, alpha=0.3)
@@ -217,64 +371,145 @@ def _need_energy(s: Series) -> None:
         raise ValueError("the energy is not defined for this run (general heads, docs/model.md §1): no energy figures")
 
 
+# ============================================================================ column panels
+@dataclass(frozen=True)
+class Panel:
+    """One axes of a figure of columns: the column, its symbol (legend), the y label."""
+
+    column: str
+    symbol: str
+    ylabel: str
+    log: bool | None = False  # None: log scale when every value is positive
+    zero_line: bool = False
+
+
+#: The panels of the standard figures (``plot``) and of ``spherepde compare``.
+PANELS = {
+    "energy": (Panel("energy", r"$E(t)$", r"energy $E$"),),
+    "G2": (Panel("G2", r"$G^2(t)$", r"dissipation $G^2$", log=None),),
+    "edi": (
+        Panel("edi_paper", "EDI residual, paper's form", "residual (paper's form)", zero_line=True),
+        Panel("edi_exact", "EDI residual, exact chain rule", "residual (exact chain rule)", zero_line=True),
+    ),
+    "mean_resultant": (Panel("mean_resultant", r"$R(t) = |\int x\,d\mu_t|$", r"mean resultant length $R$"),),
+}
+
+_TITLES = {"energy": "Energy", "G2": "Dissipation", "edi": "Energy-dissipation identity: residuals", "mean_resultant": "Mean resultant length"}
+
+
+def plot_columns(tracks, panels, title: str, *, note: str = "", differences: dict | None = None, reference: str = ""):
+    """A figure with one axes per :class:`Panel`, each overlaying the column of every
+    :class:`Track` (several runs, or the mesh and the tokens of a coupled run).
+
+    ``differences`` (column -> list of (label, t, y - y_reference)) adds below each panel
+    the differences to the reference track (``reference``: its label). Panels whose
+    column no track defines are left out; raises ValueError when none is left.
+    """
+    tracks = list(tracks)
+    panels = [p for p in panels if any(tr.defined(p.column) for tr in tracks)]
+    if not panels:
+        raise ValueError("no track defines the column(s) of this figure")
+    rows = []
+    for p in panels:
+        rows.append(("value", p))
+        if differences and differences.get(p.column):
+            rows.append(("diff", p))
+    fig, axes = _figure(len(rows), height=4.0, width=8.6 if len(tracks) > 1 else 6.4)
+    series = {id(tr.series): tr.series for tr in tracks}
+    single = next(iter(series.values())) if len(series) == 1 else None
+    for ax, (what, p) in zip(axes, rows):
+        if what == "value":
+            log = p.log
+            if log is None:
+                vals = [np.asarray(tr.series.band(tr.prefix + p.column).mean) for tr in tracks if tr.defined(p.column)]
+                fin = np.concatenate([v[np.isfinite(v)] for v in vals]) if vals else np.array([])
+                log = bool(fin.size) and bool(np.all(fin > 0))
+            for tr in tracks:
+                if tr.defined(p.column):
+                    lab = p.symbol + (f", {tr.label}" if tr.label else "")
+                    _draw(ax, tr.series, tr.prefix + p.column, lab, log=log)
+            if log:
+                ax.set_yscale("log")
+            ax.set_ylabel(p.ylabel)
+        else:
+            for k, (lab, t, d) in enumerate(differences[p.column]):  # track k + 1 against track 0: its colour above
+                ax.plot(t, d, color=f"C{(k + 1) % 10}", label=f"{lab} − {reference}" if reference else lab)
+            ax.axhline(0.0, color="0.6", lw=0.8)
+            ax.set_ylabel(f"difference in {p.column}")
+        if p.zero_line and what == "value":
+            ax.axhline(0.0, color="0.6", lw=0.8)
+    _finish(fig, list(axes), single, title, outside=len(tracks) > 1, note=note)
+    return fig
+
+
 # ================================================================================ diagnostics
 def plot_energy(source):
-    """E(t) (docs/model.md §3). Returns the Figure."""
+    """E(t) (docs/model.md §3); a coupled run overlays mesh and tokens. Returns the Figure."""
     s = load_series(source)
     _need_energy(s)
-    fig, (ax,) = _figure()
-    _curve(ax, s.t, *s.stat("energy"), r"$E(t)$")
-    ax.set_ylabel(r"$E$")
-    _finish(fig, [ax], s, "Energy")
-    return fig
+    return plot_columns(solver_tracks(s), PANELS["energy"], _TITLES["energy"])
 
 
 def plot_dissipation(source):
-    """G²(t) on a log scale (docs/model.md §3). Returns the Figure."""
+    """G²(t), log scale when positive (docs/model.md §3); a coupled run overlays mesh and
+    tokens. Returns the Figure."""
     s = load_series(source)
     if not _defined(s, "G2"):
         raise ValueError("the dissipation G² is not defined for this run (general heads)")
-    fig, (ax,) = _figure()
-    mean, std = s.stat("G2")
-    _curve(ax, s.t, mean, std, r"$G^2(t)$")
-    if np.any(mean > 0):
-        ax.set_yscale("log")
-    ax.set_ylabel(r"$G^2$")
-    _finish(fig, [ax], s, "Dissipation")
-    return fig
+    return plot_columns(solver_tracks(s), PANELS["G2"], _TITLES["G2"])
+
+
+def plot_mean_resultant(source):
+    """The mean resultant length R(t) = |sum_i w_i x_i| (1: one point mass, 0: balanced);
+    a coupled run overlays mesh and tokens. Returns the Figure."""
+    s = load_series(source)
+    if not s.has("mean_resultant"):
+        raise ValueError("no 'mean_resultant' column in the diagnostics")
+    return plot_columns(solver_tracks(s), PANELS["mean_resultant"], _TITLES["mean_resultant"])
 
 
 def plot_energy_balance(source, *, sign: float | None = None):
     """The energy-balance curves and the EDI residuals (docs/model.md §3).
 
     Top: ΔE = E(t) − E(0), ∫_0^t ∂_tE ds, ∫_0^t G² ds, M_t and the paper's right-hand side
-    ∫∂_tE + s∫G² + M_t (dashed); bottom: the residuals ``edi_paper`` and ``edi_exact``.
-    ``sign`` overrides the model's s. Returns the Figure.
+    ∫∂_tE + s∫G² + M_t (dashed); bottom: the residuals ``edi_paper`` and ``edi_exact``
+    (a coupled run: of the mesh and of the tokens). ``sign`` overrides the model's s.
+    Returns the Figure.
     """
     s = load_series(source)
     _need_energy(s)
     sg = s.sign if sign is None else float(sign)
     fig, (ax, ax2) = _figure(2, height=4.4, width=8.6)
-    t = s.t
-    _curve(ax, t, *s.stat(lambda d: d["energy"] - d["energy"][0]), r"$\Delta E = E(t) - E(0)$", color="k", lw=2)
+    _draw(ax, s, lambda d: d["energy"] - d["energy"][0], r"$\Delta E = E(t) - E(0)$", color="k", lw=2)
     if s.has("int_dEdt"):
-        _curve(ax, t, *s.stat("int_dEdt"), r"$\int_0^t \partial_t E\,ds$")
+        _draw(ax, s, "int_dEdt", r"$\int_0^t \partial_t E\,ds$")
     if s.has("int_G2"):
-        _curve(ax, t, *s.stat("int_G2"), r"$\int_0^t G^2\,ds$")
+        _draw(ax, s, "int_G2", r"$\int_0^t G^2\,ds$")
     if s.has("martingale"):
-        _curve(ax, t, *s.stat("martingale"), r"$M_t$")
+        _draw(ax, s, "martingale", r"$M_t$")
     if all(s.has(c) for c in ("int_dEdt", "int_G2", "martingale")):
-        rhs, _ = s.stat(lambda d: d["int_dEdt"] + sg * d["int_G2"] + d["martingale"])
+        rhs = s.band(lambda d: d["int_dEdt"] + sg * d["int_G2"] + d["martingale"]).mean
         ss = "-" if sg < 0 else "+"
-        ax.plot(t, rhs, "--", color="0.45", lw=1.5, label=rf"$\int\partial_t E\,ds {ss} \int G^2\,ds + M_t$")
-    ax.set_ylabel("energy terms")
-    for col, lab in (("edi_paper", "EDI residual, paper's form"), ("edi_exact", "EDI residual, exact chain rule")):
-        if s.has(col):
-            _curve(ax2, t, *s.stat(col), lab)
+        ax.plot(s.t, rhs, "--", color="0.45", lw=1.5, label=rf"$\int\partial_t E\,ds {ss} \int G^2\,ds + M_t$")
+    tracks = solver_tracks(s)
+    ax.set_ylabel("energy terms" + (", mesh" if len(tracks) > 1 else ""))
+    for tr in tracks:
+        for col, lab in (("edi_paper", "EDI residual, paper's form"), ("edi_exact", "EDI residual, exact chain rule")):
+            if tr.has(col):
+                _draw(ax2, s, tr.prefix + col, lab + (f", {tr.label}" if tr.label else ""), ls="-" if tr.prefix == "" else "--")
     ax2.axhline(0.0, color="0.6", lw=0.8)
     ax2.set_ylabel("residual")
     _finish(fig, [ax, ax2], s, "Energy balance", outside=True)
     return fig
+
+
+def plot_edi_residuals(source):
+    """The two EDI residuals (paper's form, exact chain rule) in two panels; a coupled run
+    overlays mesh and tokens. Returns the Figure."""
+    s = load_series(source)
+    if not any(_defined(s, c) for c in ("edi_paper", "edi_exact")):
+        raise ValueError("the EDI residuals are not defined for this run (general heads)")
+    return plot_columns(solver_tracks(s), PANELS["edi"], _TITLES["edi"])
 
 
 def plot_mesh_invariants(source):
@@ -284,38 +519,73 @@ def plot_mesh_invariants(source):
         raise ValueError("no 'mass' column: mass drift is recorded by mesh runs only")
     n = 2 if s.has("rho_min") else 1
     fig, axes = _figure(n, height=4.0)
-    _curve(axes[0], s.t, *s.stat(lambda d: (d["mass"] - d["mass"][0]) / d["mass"][0]), r"$(m(t)-m(0))/m(0)$")
+    _draw(axes[0], s, lambda d: (d["mass"] - d["mass"][0]) / d["mass"][0], r"$(m(t)-m(0))/m(0)$")
     axes[0].set_ylabel("relative mass drift")
     if n == 2:
-        _curve(axes[1], s.t, *s.stat("rho_min"), r"$\rho_{\min}(t)$")
-        axes[1].axhline(0.0, color="0.6", lw=0.8)
-        axes[1].set_ylabel(r"$\rho_{\min}$")
+        # a log axis: rho_min spans many decades (1e-52 ... 1e-6), which a linear axis shows as flat zero
+        rmin = s.band("rho_min").mean
+        fin = rmin[np.isfinite(rmin)]
+        positive = bool(fin.size) and bool(np.all(fin > 0))
+        _draw(axes[1], s, "rho_min", r"$\rho_{\min}(t)$", log=True)
+        if positive:
+            axes[1].set_yscale("log")
+        else:  # zero or negative values (a positivity failure): symmetric log, linear near 0
+            tiny = np.abs(fin[fin != 0])
+            axes[1].set_yscale("symlog", linthresh=float(tiny.min()) if tiny.size else 1e-300)
+            axes[1].axhline(0.0, color="0.6", lw=0.8)
+        axes[1].set_ylabel(r"$\rho_{\min}$ (density per unit area)")
     _finish(fig, list(axes), s, "Mass and positivity")
     return fig
 
 
+#: Legend labels of the distance columns a coupled run writes (the method in words).
+DISTANCE_LABELS = {
+    "w1_exact": r"exact $W_1$ (geodesic cost, network simplex; rad)",
+    "w1_sliced": r"sliced spherical $W_1$ (random great circles; rad)",
+    "l1_hist": r"$L^1$ to the token histogram (vMF kernel; $\in[0, 2]$)",
+}
+
+#: Columns that are method flags, not distances (written by older coupled runs).
+_FLAG_COLUMNS = ("w_exact",)
+
+
 def distance_columns(columns) -> list[str]:
-    """Columns holding mesh-versus-particle distances (``w_*``, ``l1_*``)."""
-    return [c for c in columns if c.startswith(("w_", "l1_"))]
+    """Columns holding mesh-versus-particle distances (``w1_*``, ``w_*``, ``l1_*``), never
+    the method flag ``w_exact`` of older runs."""
+    return [c for c in columns if c.startswith(("w1_", "w_", "l1_")) and c not in _FLAG_COLUMNS]
+
+
+def distance_label(col: str, s: Series | None = None) -> str:
+    """What a distance column is, in words (older runs: ``w_sphere`` with the flag ``w_exact``)."""
+    if col in DISTANCE_LABELS:
+        return DISTANCE_LABELS[col]
+    if col == "w_sphere" and s is not None and s.has("w_exact"):
+        flag = np.asarray(s.paths[0]["w_exact"], float)
+        exact = bool(np.nanmax(flag) > 0.5) if np.any(np.isfinite(flag)) else False
+        return r"exact $W_1$ (geodesic cost; rad)" if exact else r"sliced spherical $W_1$ (POT, fraction of a turn)"
+    return col
 
 
 def plot_distances(source):
-    """Distance diagnostics (columns ``w_*``: Wasserstein, ``l1_*``: L¹), log scale when positive."""
+    """Mesh-versus-particle distances over time, each labelled with its method (exact W₁,
+    sliced spherical W₁, L¹ to the token histogram); log scale when positive. Rows where
+    a run skipped the distances (``output.distance_every``) are left out."""
     s = load_series(source)
     cols = distance_columns(s.columns)
     if not cols:
-        raise ValueError("no distance columns (w_*, l1_*) in the diagnostics")
-    fig, (ax,) = _figure()
+        raise ValueError("no distance columns (w1_exact, w1_sliced, l1_hist) in the diagnostics")
+    fig, (ax,) = _figure(width=7.6)
     allpos = True
     for c in cols:
-        mean, std = s.stat(c)
-        _curve(ax, s.t, mean, std, c)
+        mean = s.band(c).mean
         fin = mean[np.isfinite(mean)]
         allpos &= bool(fin.size) and bool(np.all(fin > 0))
+    for c in cols:
+        _draw(ax, s, c, distance_label(c, s), log=allpos)
     if allpos:
         ax.set_yscale("log")
-    ax.set_ylabel("distance")
-    _finish(fig, [ax], s, "Distances")
+    ax.set_ylabel("distance between mesh and tokens")
+    _finish(fig, [ax], s, "Mesh versus tokens")
     return fig
 
 
@@ -341,11 +611,110 @@ def _raster(mesh, rho, nlat: int | None = None):
     return lon_e, lat_e, np.asarray(rho, float)[idx].reshape(nlat, nlon)
 
 
+def cell_polygons(mesh, *, max_step: float = 0.06) -> tuple[list, np.ndarray]:
+    """The mesh's cells as polygons in (longitude, latitude) degrees, for maps.
+
+    Each edge is the great-circle arc between its vertices, sampled every ``max_step``
+    radians at most. A cell across the antimeridian (±180°) is drawn twice, shifted by
+    360°, so that each copy runs off one side of the map and is clipped there; a vertex
+    at a pole becomes a stretch of the pole line; a cell around a pole becomes a cap
+    that reaches the pole line. Returns (polygons, cells): a list of (m, 2) arrays and
+    the cell index of each polygon (a cell appears once or, cut at ±180°, twice).
+    """
+    P = np.asarray(mesh.points, float)
+    C = np.asarray(mesh.cells)
+    a, b = P[C], P[np.roll(C, -1, axis=1)]  # (nc, 3, 3): the three edges a -> b
+    h = float(np.max(np.arccos(np.clip(np.sum(a * b, axis=2), -1.0, 1.0))))
+    k = int(np.clip(math.ceil(h / max_step), 1, 16))  # points per edge
+    s = (np.arange(k) / k)[None, None, :, None]
+    ring = (1 - s) * a[:, :, None, :] + s * b[:, :, None, :]
+    ring = ring.reshape(len(C), 3 * k, 3)
+    ring /= np.linalg.norm(ring, axis=2, keepdims=True)
+    lon = np.degrees(np.arctan2(ring[..., 1], ring[..., 0]))
+    lat = np.degrees(np.arcsin(np.clip(ring[..., 2], -1.0, 1.0)))
+    pole = np.abs(ring[..., 2]) > 1.0 - 1e-12
+    step = (np.diff(lon, axis=1, append=lon[:, :1]) + 180.0) % 360.0 - 180.0  # includes the closing step
+    winding = np.round(step.sum(axis=1) / 360.0).astype(int)
+    special = pole.any(axis=1) | (winding != 0)
+    polys, cells = [], []
+
+    def emit(c, lo, la):
+        xy = np.column_stack([lo, la])
+        for off in (0.0, -360.0, 360.0):
+            if off == 0.0 or (lo.max() + off > -180.0 and lo.min() + off < 180.0):
+                polys.append(xy + [off, 0.0])
+                cells.append(c)
+
+    reg = np.flatnonzero(~special)
+    lon_u = lon[reg, :1] + np.concatenate([np.zeros((len(reg), 1)), np.cumsum(step[reg, :-1], axis=1)], axis=1)
+    for i, c in enumerate(reg):
+        emit(int(c), lon_u[i], lat[c])
+    for c in np.flatnonzero(special):
+        lo, la, po = lon[c], lat[c], pole[c]
+        ql, qa = [], []
+        n = len(lo)
+        for i in range(n):
+            if not po[i]:
+                ql.append(lo[i])
+                qa.append(la[i])
+                continue
+            prev = next(lo[(i - j) % n] for j in range(1, n) if not po[(i - j) % n])
+            nxt = next(lo[(i + j) % n] for j in range(1, n) if not po[(i + j) % n])
+            ql += [prev, nxt]
+            qa += [la[i], la[i]]
+        ql, qa = np.asarray(ql), np.asarray(qa)
+        d = (np.diff(ql, append=ql[:1]) + 180.0) % 360.0 - 180.0
+        u = ql[0] + np.concatenate([[0.0], np.cumsum(d[:-1])])
+        turn = d.sum()
+        if abs(turn) > 180.0:  # the cell goes round a pole: close it along the pole line
+            cap = 90.0 if np.mean(P[C[c], 2]) > 0 else -90.0
+            u = np.concatenate([u, [u[0] + turn, u[0] + turn, u[0]]])
+            qa = np.concatenate([qa, [qa[0], cap, cap]])
+        emit(int(c), u, qa)
+    return polys, np.asarray(cells, int)
+
+
+def draw_cells(ax, mesh, values, *, radians: bool = False, norm=None, cmap: str = "viridis", rasterized: bool | None = None):
+    """Draw cell values on a map axes as the mesh's own (projected) cells
+    (:func:`cell_polygons`): one flat-coloured polygon per cell (two for a cell cut at
+    ±180°), no resampling. Returns the :class:`~matplotlib.collections.PolyCollection`;
+    its ``spherepde_cells`` attribute holds the cell index of each polygon."""
+    from matplotlib.collections import PolyCollection
+
+    polys, cells = cell_polygons(mesh)
+    kw = {}
+    if radians:  # a geographic axes (Mollweide): project the vertices once, here; matplotlib
+        # would otherwise resample every edge 75 times on the way (seconds per map)
+        sizes = [len(q) for q in polys]
+        xy = ax.transProjection.transform(np.radians(np.vstack(polys)))
+        polys = np.split(xy, np.cumsum(sizes)[:-1])
+        kw["transform"] = ax.transAffine + ax.transAxes
+    if rasterized is None:
+        rasterized = mesh.n_cells > 20000  # vector output stays small
+    pc = PolyCollection(polys, array=np.asarray(values, float)[cells], cmap=cmap, norm=norm, edgecolors="face", linewidths=0.3, rasterized=rasterized, **kw)
+    pc.spherepde_cells = cells
+    ax.add_collection(pc, autolim=not radians)
+    return pc
+
+
+#: Meridians and parallels of the maps (degrees).
+_LON_TICKS = (-120, -60, 0, 60, 120)
+
+
 def _map_axes(fig, projection: str):
     if projection in ("mollweide", "moll"):
+        from matplotlib.ticker import NullFormatter
+
         ax = fig.add_subplot(projection="mollweide")
         ax.grid(True, alpha=0.35)
         ax.tick_params(labelsize=7)
+        # matplotlib writes the longitudes along the equator, on the data: write them
+        # under the map instead, where each meridian meets the equator's x position
+        ax.xaxis.set_major_formatter(NullFormatter())
+        for lon in _LON_TICKS:
+            ax.text(0.5 + lon / 360.0, -0.015, f"{lon}°", transform=ax.transAxes, ha="center", va="top", fontsize=7)
+        ax.text(0.5, -0.075, "longitude (°), marked at the equator", transform=ax.transAxes, ha="center", va="top", fontsize=8)
+        ax.set_ylabel("latitude (°)")
         return ax, True
     if projection not in ("equirectangular", "equirect", "lonlat"):
         raise ValueError(f"projection must be 'equirectangular' or 'mollweide', got {projection!r}")
@@ -369,8 +738,9 @@ def plot_density_map(mesh, rho, *, t: float | None = None, projection: str = "eq
     t : time for the title. log, clim : colour scale (values below ``clim[0]`` clipped on a
     log scale). tokens : optional (n, 3) tokens drawn as dots.
 
-    The map samples each cell on a regular grid (nearest cell centre; rasterised in
-    vector output). Returns the Figure.
+    The map draws the mesh's own cells, projected (:func:`draw_cells`: one flat colour
+    per cell, as the finite-volume solution is; no resampling on a grid), so cell edges
+    are sharp at any resolution; longitude labels sit outside the map. Returns the Figure.
     """
     from matplotlib.colors import LogNorm, Normalize
     from matplotlib.figure import Figure
@@ -383,12 +753,10 @@ def plot_density_map(mesh, rho, *, t: float | None = None, projection: str = "eq
     lo, hi = color_limits(rho, log=log) if clim is None else (float(clim[0]), float(clim[1]))
     fig = Figure(figsize=(7.2, 4.2), layout="constrained")
     ax, radians = _map_axes(fig, projection)
-    lon_e, lat_e, img = _raster(mesh, rho)
-    if log:
-        img = np.maximum(img, lo)
+    values = np.maximum(rho, lo) if log else rho
     norm = LogNorm(lo, hi) if log else Normalize(lo, hi)
     k = 1.0 if radians else 180.0 / np.pi
-    pc = ax.pcolormesh(lon_e * k, lat_e * k, img, norm=norm, cmap=cmap, shading="flat", rasterized=True)
+    pc = draw_cells(ax, mesh, values, radians=radians, norm=norm, cmap=cmap)
     if tokens is not None:
         lon, lat = _lonlat(np.asarray(tokens)[:, :3])
         ax.scatter(lon * k, lat * k, s=4, c="crimson", edgecolors="none", label="tokens")
@@ -428,11 +796,16 @@ def _save(fig, out: Path, stem: str, formats, dpi: int) -> list[Path]:
 def write_figures(run_dir, out_dir=None, *, formats=("png",), times=None, projection: str = "equirectangular", log: bool = False, dpi: int = 150) -> list[Path]:
     """Write every figure that a run or Monte-Carlo folder supports.
 
-    ``energy``, ``G2``, ``energy_balance`` (gradient heads), ``mesh_invariants`` (mesh
-    runs), ``distances`` (``w_*``/``l1_*`` columns), and for single runs at ``times``
-    (nearest snapshots; default first, middle, last) ``density_map_NNNNNN`` (mesh) or
-    ``tokens_map_NNNNNN`` (particles, d = 3). Each in every format of ``formats``
-    (png, pdf, svg). ``out_dir`` defaults to ``run_dir/figures``. Returns the paths.
+    ``energy``, ``G2``, ``energy_balance``, ``edi`` (gradient heads), ``mean_resultant``,
+    ``mesh_invariants`` (mesh runs), ``distances`` (coupled runs: mesh versus tokens), and
+    for single runs at ``times`` (nearest snapshots, with a warning when a time is not a
+    snapshot time; times outside the snapshots raise ValueError; default first, middle,
+    last) ``density_map_t<time>_<projection>_<lin|log>`` (mesh, the mesh's cells drawn
+    with one colour range for all maps, the 1st to 99th percentile over all snapshots;
+    coupled runs with the tokens as dots) or ``tokens_map_t<time>_<projection>``
+    (particles, d = 3). Coupled runs overlay mesh and tokens in
+    energy, G2, edi and mean_resultant. Each in every format of ``formats`` (png, pdf,
+    svg). ``out_dir`` defaults to ``run_dir/figures``. Returns the paths.
     """
     formats = [f.lower().lstrip(".") for f in formats]
     bad = [f for f in formats if f not in FORMATS]
@@ -440,10 +813,15 @@ def write_figures(run_dir, out_dir=None, *, formats=("png",), times=None, projec
         raise ValueError(f"unknown figure format(s) {bad}; choose from {', '.join(FORMATS)}")
     folder = Path(run_dir)
     s = load_series(folder)
+    if times and s.kind != "montecarlo":  # refuse times outside the snapshots before writing anything
+        from spherepde.runs.folders import load_snapshots
+        from spherepde.viz.common import snap_times
+
+        snap_times(load_snapshots(folder).t, [float(t) for t in times], source=str(folder))
     out = Path(out_dir) if out_dir is not None else folder / "figures"
     out.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
-    makers = [("energy", plot_energy), ("G2", plot_dissipation), ("energy_balance", plot_energy_balance)]
+    makers = [("energy", plot_energy), ("G2", plot_dissipation), ("energy_balance", plot_energy_balance), ("edi", plot_edi_residuals), ("mean_resultant", plot_mean_resultant)]
     if s.has("mass"):
         makers.append(("mesh_invariants", plot_mesh_invariants))
     if distance_columns(s.columns):
@@ -460,7 +838,7 @@ def write_figures(run_dir, out_dir=None, *, formats=("png",), times=None, projec
             _log.warning("density maps are drawn for single runs; draw one of the path-NNN folders")
         return written
     from spherepde.runs.folders import load_snapshots
-    from spherepde.viz.common import color_limits
+    from spherepde.viz.common import _time_digits, robust_color_limits, snap_times
 
     try:
         snaps = load_snapshots(folder)
@@ -469,15 +847,20 @@ def write_figures(run_dir, out_dir=None, *, formats=("png",), times=None, projec
             raise
         _log.warning("%s wrote no snapshots: no maps", folder)
         return written
-    times = [float(snaps.t[i]) for i in sorted({0, (len(snaps) - 1) // 2, len(snaps) - 1})] if not times else [float(t) for t in times]
-    idx = list(dict.fromkeys(snaps.nearest(t) for t in times))
+    if not times:
+        idx = sorted({0, (len(snaps) - 1) // 2, len(snaps) - 1})
+    else:
+        idx = list(dict.fromkeys(snap_times(snaps.t, [float(t) for t in times], source=str(folder), logger=_log)))
+    proj = "mollweide" if projection in ("mollweide", "moll") else "equirectangular"
+    digits = max(3, _time_digits(snaps.t))
     if snaps.rho is not None:
-        clim = color_limits(snaps.rho, log=log)
+        clim = robust_color_limits(snaps.rho, log=log)  # one range for all maps that no single peak sets
         for k in idx:
-            fig = plot_density_map(snaps.mesh, snaps.rho[k], t=float(snaps.t[k]), projection=projection, log=log, clim=clim, tokens=None)
-            written += _save(fig, out, f"density_map_{k:06d}", formats, dpi)
+            tokens = snaps.X[k] if snaps.X is not None and snaps.X.shape[2] == 3 else None  # coupled runs: tokens over the density
+            fig = plot_density_map(snaps.mesh, snaps.rho[k], t=float(snaps.t[k]), projection=projection, log=log, clim=clim, tokens=tokens)
+            written += _save(fig, out, f"density_map_t{snaps.t[k]:.{digits}f}_{proj}_{'log' if log else 'lin'}", formats, dpi)
     elif snaps.X is not None and snaps.X.shape[2] == 3:
         for k in idx:
             fig = plot_token_map(snaps.X[k], t=float(snaps.t[k]), projection=projection)
-            written += _save(fig, out, f"tokens_map_{k:06d}", formats, dpi)
+            written += _save(fig, out, f"tokens_map_t{snaps.t[k]:.{digits}f}_{proj}", formats, dpi)
     return written

@@ -47,9 +47,12 @@ from spherepde.runs.folders import (  # re-exported: reading runs is part of thi
     run_config,
     run_kind,
 )
-from spherepde.viz.common import RHO_TITLE, _time_format, _tokens3, color_limits
+from spherepde.viz.common import RHO_TITLE, _time_digits, _time_format, _tokens3, color_limits, resolve_clim, snap_times
 
-__all__ = ["CAMERAS", "NotARunFolderError", "RunSnapshots", "color_limits", "load_snapshots", "run_config", "run_kind", "has_display", "plot_density", "plot_particles", "plot_run", "render_snapshots", "render_animation", "interactive_viewer"]
+__all__ = [
+    "CAMERAS", "NotARunFolderError", "RunSnapshots", "color_limits", "load_snapshots", "run_config", "run_kind", "has_display", "plot_density",
+    "plot_particles", "plot_run", "render_snapshots", "render_animation", "interactive_viewer", "output_name", "run_color_limits",
+]
 
 
 _log = logging.getLogger(__name__)
@@ -139,6 +142,63 @@ def _sphere_glyph(radius: float):
     return pv.Sphere(radius=radius, theta_resolution=10, phi_resolution=8)
 
 
+#: Spacing of the latitude-longitude graticule (degrees).
+GRATICULE_STEP = 30
+
+
+def graticule_lines(step: float = GRATICULE_STEP, radius: float = 1.004, n: int = 121):
+    """Lines of constant longitude (every ``step`` degrees, pole to pole) and constant
+    latitude (every ``step`` degrees, poles excluded) just above the unit sphere, as one
+    :class:`pyvista.PolyData` of polylines (``n_lines`` of them)."""
+    import pyvista as pv
+
+    lines, pts = [], []
+    s = np.linspace(0.0, 1.0, n)
+    for lon in np.radians(np.arange(-180.0, 180.0, step)):
+        lat = np.pi * (s - 0.5)
+        pts.append(np.column_stack([np.cos(lat) * np.cos(lon), np.cos(lat) * np.sin(lon), np.sin(lat)]))
+    for lat in np.radians(np.arange(-90.0 + step, 90.0 - 1e-9, step)):
+        lon = 2 * np.pi * s
+        pts.append(np.column_stack([np.cos(lat) * np.cos(lon), np.cos(lat) * np.sin(lon), np.full(n, np.sin(lat))]))
+    start = 0
+    for P in pts:
+        lines.append(np.concatenate([[len(P)], start + np.arange(len(P))]))
+        start += len(P)
+    return pv.PolyData(radius * np.vstack(pts), lines=np.concatenate(lines))
+
+
+def _bar_labels(clim, log: bool, n: int) -> list[str]:
+    lo, hi = clim
+    s = np.linspace(0.0, 1.0, n)
+    vals = lo * (hi / lo) ** s if log else lo + (hi - lo) * s
+    return [f"{v:.3g}" for v in vals]
+
+
+def _colorbar_layout(w: int, h: int, title: str, clim=(0.0, 1.0), log: bool = False) -> dict:
+    """Geometry of the horizontal colour bar in a view of w x h pixels.
+
+    The tick labels go below the bar and the title (a separate text) above it, so the two
+    never meet; font sizes follow the view's size, the title's never wider than the view,
+    the bar is tall enough for its labels, and there are as many labels (5 down to 2) as
+    fit side by side. Positions are fractions of the view.
+    """
+    label = int(np.clip(round(min(w, h) / 30), 9, 22))
+    y0, bar_h = 0.02, (10 + 1.6 * label) / h
+    title_size = int(max(6, min(label + 2, 0.9 * w / (0.62 * max(len(title), 1)))))
+    title_y = y0 + bar_h + 3.0 / h
+    width = 0.7
+    n_labels = 2
+    for n in (5, 4, 3):  # a label is about 0.6 font sizes per character wide, plus a gap
+        if n * (0.6 * label * max(len(x) for x in _bar_labels(clim, log, n)) + label) <= width * w:
+            n_labels = n
+            break
+    args = {
+        "title": "", "vertical": False, "position_x": 0.15, "position_y": y0, "width": width, "height": bar_h,
+        "n_labels": n_labels, "fmt": "%.3g", "unconstrained_font_size": True, "label_font_size": label,
+    }
+    return {"scalar_bar_args": args, "title_y": title_y, "title_size": title_size, "top": title_y + (1.4 * title_size + 4) / h}
+
+
 class _Scene:
     """One plotter with a density surface and/or token glyphs that :meth:`update` refreshes
     in place (the colour range, camera and actors stay fixed across frames)."""
@@ -163,6 +223,9 @@ class _Scene:
         title: str | None = None,
         zoom: float = 1.0,
         anti_aliasing: bool = True,
+        lighting: bool = False,
+        axes: bool = True,
+        graticule: bool = False,
     ):
         _prepare_vtk()
         import pyvista as pv
@@ -207,10 +270,18 @@ class _Scene:
         d, up = _camera(camera)
         views = [(d, "")] if not multiview else [(d, "view from " + _direction_label(d)), (-d, "view from " + _direction_label(-d))]
         self.text = None
+        #: the colour bar's geometry (:func:`_colorbar_layout`) and its title (a text actor).
+        self.colorbar = _colorbar_layout(w // len(views), h, RHO_TITLE, self.clim, self.log) if self.poly is not None else None
+        self.colorbar_title = None
+        #: the density surface's actor (one per view); lit only with ``lighting=True``.
+        self.density_actors = []
+        bar_top = self.colorbar["top"] if self.colorbar else 0.0
         for j, (vd, vlabel) in enumerate(views):
             p.subplot(0, j)
             if self.poly is not None:
-                p.add_mesh(
+                shading = {"lighting": True, "ambient": 0.25, "diffuse": 0.8, "specular": 0.1} if lighting else {"lighting": False}
+                last = j == len(views) - 1
+                actor = p.add_mesh(
                     self.poly,
                     scalars="rho",
                     preference="cell",
@@ -219,31 +290,46 @@ class _Scene:
                     cmap=cmap,
                     show_edges=show_edges,
                     edge_color="gray",
-                    show_scalar_bar=(j == len(views) - 1),
-                    scalar_bar_args={"title": RHO_TITLE, "vertical": False, "position_x": 0.15, "position_y": 0.03, "width": 0.7, "height": 0.07, "n_labels": 5, "fmt": "%.3g", "title_font_size": 18, "label_font_size": 15},
-                    lighting=True,
-                    ambient=0.25,
-                    diffuse=0.8,
-                    specular=0.1,
+                    show_scalar_bar=last,
+                    scalar_bar_args=dict(self.colorbar["scalar_bar_args"]),
+                    **shading,  # unlit by default: a colour is the density's colour wherever it faces
                 )
+                self.density_actors.append(actor)
+                if last:
+                    bar = p.scalar_bars[next(iter(p.scalar_bars.keys()))] if p.scalar_bars else None
+                    if bar is not None:
+                        bar.SetTextPositionToPrecedeScalarBar()  # tick labels below the bar ...
+                    a = p.add_text(RHO_TITLE, position=(0.5, self.colorbar["title_y"]), viewport=True, font_size=8)  # ... title above
+                    a.prop.SetFontSize(self.colorbar["title_size"])
+                    a.prop.SetJustificationToCentered()
+                    a.prop.SetVerticalJustificationToBottom()
+                    _use_font(a.prop, self.font)
+                    self.colorbar_title = a
             else:
                 p.add_mesh(pv.Sphere(radius=0.985, theta_resolution=90, phi_resolution=45), color="lightsteelblue", opacity=sphere_opacity, smooth_shading=True)
+            if graticule:
+                # opaque: a translucent actor makes VTK draw the colour bar's labels on the bar
+                p.add_mesh(graticule_lines(), color="#d9d9d9" if self.poly is not None else "slategray", line_width=1.0, lighting=False, name=f"graticule-{j}")
             if self.tokens is not None:
                 p.add_mesh(self.tokens, color=token_color, smooth_shading=True, specular=0.3)
             p.camera_position = [tuple(4.0 * vd), (0.0, 0.0, 0.0), tuple(up)]
             p.reset_camera()
             p.camera.zoom(1.3 * zoom)
             if self.poly is not None:  # lift the sphere clear of the colour bar
-                p.camera.SetWindowCenter(0.0, -0.1)
+                p.camera.SetWindowCenter(0.0, -min(0.3, 0.1 + max(0.0, bar_top - 0.12)))
+            if axes:  # x, y, z orientation axes in the lower right corner
+                y = bar_top + 0.01
+                p.add_axes(viewport=(0.82, y, 1.0, min(1.0, y + 0.18)), interactive=False, line_width=2)
             if vlabel:
                 a = p.add_text(vlabel, position="upper_right", font_size=11)
                 _use_font(a.GetTextProperty(), self.font)
         p.subplot(0, 0)
+        fs = int(np.clip(round(min(w, h) / 50), 6, 16))  # the time label in proportion to the picture
         if time_text:
-            self.text = p.add_text(" ", position=(12, h - 40), font_size=16)
+            self.text = p.add_text(" ", position=(max(4, fs // 2 + 4), h - int(2.5 * fs) - 4), font_size=fs)
             _use_font(self.text.prop, self.font)
         if title:
-            a = p.add_text(title, position=(12, h - 70), font_size=12)
+            a = p.add_text(title, position=(max(4, fs // 2 + 4), h - int(4.4 * fs) - 6), font_size=max(6, int(0.75 * fs)))
             _use_font(a.prop, self.font)
         if self.poly is not None:
             for bar in p.scalar_bars.values():
@@ -251,7 +337,9 @@ class _Scene:
                 _use_font(bar.GetLabelTextProperty(), self.font)
         self.time_format = "t = {:.3f}"
 
-    def update(self, t: float | None = None, rho=None, X=None) -> None:
+    def update(self, t: float | None = None, rho=None, X=None, *, interpolated: bool = False) -> None:
+        """Show density ``rho`` and/or tokens ``X`` at time ``t``; ``interpolated``: the
+        frame lies between snapshots, and its time label says so."""
         if rho is not None:
             if self.poly is None:
                 raise ValueError("this scene has no density surface")
@@ -272,7 +360,7 @@ class _Scene:
             self.tokens.points.VTKObject.Modified()
             self.tokens.Modified()
         if t is not None and self.text is not None:
-            self.text.input = self.time_format.format(float(t))
+            self.text.input = self.time_format.format(float(t)) + (" (interpolated)" if interpolated else "")
         self.plotter.render()  # a no-op before the first screenshot or show()
 
     def image(self) -> np.ndarray:
@@ -281,13 +369,16 @@ class _Scene:
 
 
 def _scene_for(snaps: RunSnapshots, *, particles: bool | None, clim, log: bool, **kw) -> tuple[_Scene, bool]:
-    """A scene for a run's snapshots; returns it and whether tokens are drawn."""
-    draw_tokens = snaps.X is not None and (snaps.kind == "particles" or bool(particles))
+    """A scene for a run's snapshots; returns it and whether tokens are drawn.
+
+    ``particles``: None draws the tokens whenever the snapshots hold them (particle runs,
+    and ``run.solver = "both"`` runs: tokens as points on the coloured sphere), True
+    insists on them, False draws the density alone."""
+    draw_tokens = snaps.X is not None and (snaps.kind == "particles" or particles is None or bool(particles))
     if snaps.kind == "mesh" and particles and snaps.X is None:
         raise ValueError(f"{snaps.folder}: this mesh run stored no particle snapshots (X); drop --particles")
     if snaps.kind == "mesh":
-        if clim is None:
-            clim = color_limits(snaps.rho, log=log)
+        clim, log = run_color_limits(snaps, clim, log=log)
         scene = _Scene(mesh=snaps.mesh, n_tokens=snaps.X.shape[1] if draw_tokens else 0, clim=clim, log=log, **kw)
     else:
         _tokens3(snaps.X[0])
@@ -298,6 +389,100 @@ def _scene_for(snaps: RunSnapshots, *, particles: bool | None, clim, log: bool, 
 
 def _show_snapshot(scene: _Scene, snaps: RunSnapshots, k: int, draw_tokens: bool) -> None:
     scene.update(snaps.t[k], rho=None if snaps.rho is None else snaps.rho[k], X=snaps.X[k] if draw_tokens else None)
+
+
+def run_color_limits(snaps, clim=None, *, log: bool = False) -> tuple[tuple[float, float], bool]:
+    """The colour range (and scale) of a run's pictures: one range for all its snapshots.
+
+    ``snaps``: a run folder or :class:`RunSnapshots` of a mesh run. ``clim``: None or
+    ``"auto"`` (default: the 1st to 99th percentile of all snapshots' values, so that
+    neither the t = 0 peak nor a late one sets the range alone; see
+    :func:`spherepde.viz.common.robust_color_limits`), ``"auto-log"`` (the same on a log
+    scale), ``"minmax"`` (min to max over all snapshots) or explicit ``(lo, hi)``.
+    Returns ((lo, hi), log).
+    """
+    if not isinstance(snaps, RunSnapshots):
+        snaps = load_snapshots(snaps)
+    if snaps.rho is None:
+        raise ValueError(f"{snaps.folder}: a particle run has no density and no colour range")
+    return resolve_clim(clim, snaps.rho, log=log)
+
+
+def _snap_source(snaps: RunSnapshots) -> str:
+    cfg_T = run_config(snaps.folder).get("solver", {}).get("T")
+    notes = ([f"T = {cfg_T:g}"] if isinstance(cfg_T, (int, float)) else []) + ([] if snaps.complete else ["unfinished"])
+    return f"{snaps.folder}" + (f" ({', '.join(notes)})" if notes else "")
+
+
+def _camera_tag(camera) -> str:
+    """'iso', 'xy', ... or 'cam1_0_-1' for a direction (a file-name part)."""
+    if isinstance(camera, str) and camera in CAMERAS:
+        return camera
+    vals = [float(v) for v in (camera.split(",") if isinstance(camera, str) else camera)]
+    return "cam" + "_".join(f"{v:g}" for v in vals)
+
+
+def output_name(
+    kind: str,
+    *,
+    t: float | None = None,
+    time_digits: int = 3,
+    log: bool = False,
+    camera="iso",
+    multiview: bool = False,
+    clim=None,
+    cmap: str = "viridis",
+    graticule: bool = False,
+    axes: bool = True,
+    lighting: bool = False,
+    tokens: bool = False,
+    window_size=None,
+    suffix: str = ".png",
+) -> str:
+    """The file name of a picture: what, when and how it was drawn, so that pictures with
+    other options never replace each other, e.g. ``density_t16.000_log_iso.png``,
+    ``density_t0.500_lin_cam0_1_1_multiview_clim0-1_graticule_320x240.png``,
+    ``tokens_t0.200_iso.png`` (no colour scale) or (no ``t``) ``density_lin_iso.gif``.
+    Defaults (auto colour range, viridis, axes on, unlit, default size) are left out."""
+    parts = [kind]
+    if t is not None:
+        parts.append(f"t{float(t):.{max(3, int(time_digits))}f}")
+    coloured = kind != "tokens"  # tokens alone have no colour scale
+    if isinstance(clim, str) and clim == "auto-log":
+        log = True
+    if coloured:
+        parts.append("log" if log else "lin")
+    parts.append(_camera_tag(camera))
+    if multiview:
+        parts.append("multiview")
+    if not coloured:
+        pass
+    elif isinstance(clim, str) and clim == "minmax":
+        parts.append("minmax")
+    elif clim is not None and not isinstance(clim, str):
+        lo, hi = (float(c) for c in clim)
+        parts.append(f"clim{lo:g}-{hi:g}")
+    if cmap != "viridis":
+        parts.append(str(cmap))
+    if tokens:
+        parts.append("tokens")
+    if graticule:
+        parts.append("graticule")
+    if not axes:
+        parts.append("noaxes")
+    if lighting:
+        parts.append("lit")
+    if window_size is not None:
+        parts.append("{}x{}".format(*(int(v) for v in window_size)))
+    return "_".join(parts) + suffix
+
+
+def _refuse_existing(paths, force: bool) -> None:
+    if force:
+        return
+    for path in paths:
+        if Path(path).exists():
+            raise FileExistsError(f"{path} exists (drawn before with the same time and options); add --force (force=True) to replace it")
 
 
 # ================================================================================ public API
@@ -316,6 +501,9 @@ def plot_density(
     show_edges: bool = False,
     off_screen: bool | None = None,
     title: str | None = None,
+    axes: bool = True,
+    graticule: bool = False,
+    lighting: bool = False,
 ):
     """Draw a cell density on a spherical mesh.
 
@@ -324,7 +512,8 @@ def plot_density(
     mesh : :class:`~spherepde.geometry.mesh.SphereMesh` with ``n_cells`` cells.
     rho : (n_cells,) density per unit area (cell averages).
     t : time shown in the upper-left corner (None: no time).
-    clim : (lo, hi) colour range (default from ``rho``; see :func:`color_limits`).
+    clim : (lo, hi) colour range (default: min to max of ``rho``, see :func:`color_limits`;
+        ``"auto"``: its 1st to 99th percentile, ``"auto-log"``: the same on a log scale).
     log : logarithmic colour scale (values below ``lo`` are drawn at ``lo``).
     camera : 'iso', 'xy' (from +z), 'xz' (from -y), 'yz' (from +x) or a direction 'x,y,z'.
     multiview : two views side by side, from the camera direction and its opposite
@@ -332,6 +521,10 @@ def plot_density(
     window_size : (width, height) in pixels (default 800 x 800, or 1200 x 600 with ``multiview``).
     particles : optional (n, 3) tokens drawn as small spheres on top.
     off_screen : None: off-screen unless a display exists and ``pyvista.OFF_SCREEN`` is False.
+    axes : x, y, z orientation axes in the lower right corner.
+    graticule : lines of latitude and longitude every 30 degrees.
+    lighting : shade the surface; off by default, so that a density value has one colour
+        wherever its face points (colour maps are read against the colour bar).
 
     Returns
     -------
@@ -340,11 +533,12 @@ def plot_density(
     rho = np.asarray(rho, float)
     if rho.shape != (mesh.n_cells,):
         raise ValueError(f"density has shape {rho.shape}, expected ({mesh.n_cells},)")
-    clim = color_limits(rho, log=log) if clim is None else clim
+    clim, log = (color_limits(rho, log=log), log) if clim is None else resolve_clim(clim, rho, log=log)
     X = None if particles is None else _tokens3(particles)
     scene = _Scene(
         mesh=mesh, n_tokens=0 if X is None else len(X), clim=clim, log=log, cmap=cmap, camera=camera, multiview=multiview,
         window_size=window_size, off_screen=off_screen, show_edges=show_edges, time_text=t is not None, title=title,
+        axes=axes, graticule=graticule, lighting=lighting,
     )
     scene.update(t, rho=rho, X=X)
     return scene.plotter
@@ -362,6 +556,8 @@ def plot_particles(
     sphere_opacity: float = 0.3,
     off_screen: bool | None = None,
     title: str | None = None,
+    axes: bool = True,
+    graticule: bool = False,
 ):
     """Draw tokens (n, 3) (or (n, 2), on the equator) as small spheres on a translucent unit sphere.
 
@@ -372,6 +568,7 @@ def plot_particles(
     scene = _Scene(
         n_tokens=len(X), camera=camera, multiview=multiview, window_size=window_size, off_screen=off_screen,
         token_radius=radius, token_color=color, sphere_opacity=sphere_opacity, time_text=t is not None, title=title,
+        axes=axes, graticule=graticule,
     )
     scene.update(t, X=X)
     return scene.plotter
@@ -380,12 +577,15 @@ def plot_particles(
 def plot_run(run_dir, t: float | None = None, *, clim=None, log: bool = False, particles: bool | None = None, **kw):
     """The snapshot of a run folder nearest to time ``t`` (None: the last one).
 
-    Mesh runs are drawn with one colour range over all snapshots (unless ``clim``);
-    ``particles=True`` overlays the tokens of a mesh run that stored them. Other keywords
+    A ``t`` between snapshots is drawn at the nearest one with a warning naming both
+    times; a ``t`` outside the snapshots' times raises ValueError. Mesh runs are drawn
+    with one colour range over all snapshots (:func:`run_color_limits`; ``clim`` as
+    there); the tokens of a run that stored them (``run.solver = "both"``) are drawn on
+    top unless ``particles=False`` (``particles=True`` insists on them). Other keywords
     as in :func:`plot_density`. Returns the :class:`pyvista.Plotter`.
     """
     snaps = load_snapshots(run_dir)
-    k = len(snaps) - 1 if t is None else snaps.nearest(t)
+    k = len(snaps) - 1 if t is None else snap_times(snaps.t, [t], source=_snap_source(snaps), logger=_log)[0]
     scene, draw_tokens = _scene_for(snaps, particles=particles, clim=clim, log=log, **kw)
     _show_snapshot(scene, snaps, k, draw_tokens)
     return scene.plotter
@@ -408,6 +608,10 @@ def render_snapshots(
     multiview: bool = False,
     window_size=None,
     cmap: str = "viridis",
+    axes: bool = True,
+    graticule: bool = False,
+    lighting: bool = False,
+    force: bool = False,
 ) -> list[Path]:
     """PNG images of a run at the snapshots nearest to ``times``.
 
@@ -415,27 +619,45 @@ def render_snapshots(
     ----------
     run_dir : a run folder.
     times : requested times (None: first, middle and last snapshot); each maps to the
-        nearest snapshot, and a snapshot is drawn once.
+        nearest snapshot (a warning line names the requested and the drawn time when
+        they differ; a time outside the snapshots' range raises ValueError), and a
+        snapshot is drawn once.
     out_dir : output folder (default ``run_dir/figures``), created if needed.
-    clim, log : one colour range for every image (default: over all snapshots).
+    clim, log : one colour range for every image (:func:`run_color_limits`: by default
+        the 1st to 99th percentile over all snapshots).
+    axes, graticule, lighting : as in :func:`plot_density`.
+    force : replace existing files; without it an existing file raises FileExistsError
+        before anything is drawn.
 
     Returns
     -------
-    list of Path, ``density_NNNNNN.png`` (mesh) or ``tokens_NNNNNN.png`` (particles),
-    NNNNNN the snapshot index.
+    list of Path, named by the snapshot's time and the options (:func:`output_name`),
+    e.g. ``density_t16.000_log_iso.png`` (mesh) or ``tokens_t0.200_lin_iso.png``.
     """
     snaps = load_snapshots(run_dir)
     out = Path(out_dir) if out_dir is not None else snaps.folder / "figures"
-    out.mkdir(parents=True, exist_ok=True)
     times = _default_times(snaps) if times is None or len(times) == 0 else [float(t) for t in times]
-    idx = list(dict.fromkeys(snaps.nearest(t) for t in times))
-    scene, draw_tokens = _scene_for(snaps, particles=particles, clim=clim, log=log, camera=camera, multiview=multiview, window_size=window_size, cmap=cmap)
+    idx = list(dict.fromkeys(snap_times(snaps.t, times, source=_snap_source(snaps))))  # bad times: refused before anything else
     prefix = "density" if snaps.kind == "mesh" else "tokens"
+    draws_tokens = snaps.kind == "mesh" and snaps.X is not None and particles is not False
+    digits = _time_digits(snaps.t)
+    names = {
+        k: output_name(prefix, t=float(snaps.t[k]), time_digits=digits, log=log, camera=camera, multiview=multiview, clim=clim, cmap=cmap,
+                       graticule=graticule, axes=axes, lighting=lighting, tokens=draws_tokens, window_size=window_size)
+        for k in idx
+    }
+    _refuse_existing([out / n for n in names.values()], force)
+    snap_times(snaps.t, times, source=_snap_source(snaps), logger=_log)  # now say which times were moved to a snapshot
+    out.mkdir(parents=True, exist_ok=True)
+    scene, draw_tokens = _scene_for(
+        snaps, particles=particles, clim=clim, log=log, camera=camera, multiview=multiview, window_size=window_size, cmap=cmap,
+        axes=axes, graticule=graticule, lighting=lighting,
+    )
     paths = []
     try:
         for k in idx:
             _show_snapshot(scene, snaps, k, draw_tokens)
-            path = out / f"{prefix}_{k:06d}.png"
+            path = out / names[k]
             scene.plotter.screenshot(str(path))
             _log.info("t = %.6g -> %s", snaps.t[k], path)
             paths.append(path)
@@ -445,9 +667,10 @@ def render_snapshots(
 
 
 def _frames(snaps: RunSnapshots, frames: int | None, draw_tokens: bool):
-    """Frame times and a function giving (rho, X) at frame i: all snapshots (None),
-    ``frames`` subsampled snapshots (frames <= S), or linear interpolation in time
-    between neighbouring snapshots (frames > S; tokens renormalised onto the sphere)."""
+    """Frame times, a function giving (rho, X) at frame i, and which frames are
+    interpolated: all snapshots (None), ``frames`` subsampled snapshots (frames <= S), or
+    linear interpolation in time between neighbouring snapshots (frames > S; tokens
+    renormalised onto the sphere; frames at a snapshot time are that snapshot)."""
     S = len(snaps)
     if frames is None:
         frames = S
@@ -462,11 +685,15 @@ def _frames(snaps: RunSnapshots, frames: int | None, draw_tokens: bool):
             k = idx[i]
             return (None if snaps.rho is None else snaps.rho[k], snaps.X[k] if draw_tokens else None)
 
-        return ts, at
+        return ts, at, np.zeros(len(ts), bool)
     if S < 2:
         raise ValueError(f"{snaps.folder}: one snapshot cannot make {frames} different frames")
-    _log.info("%d frames from %d snapshots: interpolating linearly in time", frames, S)
     ts = np.linspace(snaps.t[0], snaps.t[-1], frames)
+    tol = 1e-9 * max(1.0, float(np.max(np.abs(snaps.t))))
+    near = np.abs(ts[:, None] - snaps.t[None, :])
+    interpolated = near.min(axis=1) > tol
+    ts = np.where(interpolated, ts, snaps.t[near.argmin(axis=1)])  # frames at a snapshot time show it exactly
+    _log.info("%d frames from %d snapshots: %d interpolated linearly in time (labelled 'interpolated')", frames, S, int(interpolated.sum()))
 
     def at(i):
         k = int(np.clip(np.searchsorted(snaps.t, ts[i], side="right") - 1, 0, S - 2))
@@ -478,7 +705,7 @@ def _frames(snaps: RunSnapshots, frames: int | None, draw_tokens: bool):
             X = X / np.maximum(np.linalg.norm(X, axis=1, keepdims=True), 1e-300)
         return rho, X
 
-    return ts, at
+    return ts, at, interpolated
 
 
 class _GifWriter:
@@ -524,22 +751,34 @@ def render_animation(
     cmap: str = "viridis",
     progress: bool | None = None,
     anti_aliasing: bool = False,
+    axes: bool = True,
+    graticule: bool = False,
+    lighting: bool = False,
+    out_dir=None,
+    movie: str = "gif",
+    force: bool = False,
 ) -> Path:
     """An animation (GIF or MP4, by the suffix of ``path``) of a run with one colour scale.
 
     Parameters
     ----------
     run_dir : a run folder.
-    path : output file (default ``run_dir/figures/density.gif`` or ``tokens.gif``).
+    path : output file (default: in ``out_dir``, else ``run_dir/figures``, named by the
+        options with :func:`output_name`, e.g. ``density_lin_iso.gif``; ``movie`` = "gif"
+        or "mp4" picks the suffix).
     frames : number of frames: None for every snapshot; fewer than the snapshots
         subsamples them evenly (first and last included); more interpolates linearly in
-        time between snapshots. A GIF has exactly this many frames.
+        time between snapshots, and the time label of every frame that is not a
+        snapshot reads "t = ... (interpolated)". A GIF has exactly this many frames.
     fps : frames per second.
-    clim, log : the colour range, fixed for the whole animation (default: over all
-        snapshots), linear or logarithmic.
+    clim, log : the colour range, fixed for the whole animation (:func:`run_color_limits`:
+        by default the 1st to 99th percentile over all snapshots, so a peak at t = 0
+        does not leave the later frames dark), linear or logarithmic.
     progress : a tqdm progress bar (default: when stderr is a terminal).
     anti_aliasing : multisampling; off by default, as it triples the time per frame of
         software rendering (PNG stills use it).
+    axes, graticule, lighting : as in :func:`plot_density`.
+    force : replace an existing file (else FileExistsError before anything is drawn).
 
     Returns
     -------
@@ -547,7 +786,14 @@ def render_animation(
     """
     snaps = load_snapshots(run_dir)
     if path is None:
-        path = snaps.folder / "figures" / ("density.gif" if snaps.kind == "mesh" else "tokens.gif")
+        if movie not in ("gif", "mp4"):
+            raise ValueError(f"movie must be 'gif' or 'mp4', got {movie!r}")
+        name = output_name(
+            "density" if snaps.kind == "mesh" else "tokens", log=log, camera=camera, multiview=multiview, clim=clim, cmap=cmap, graticule=graticule,
+            axes=axes, lighting=lighting, tokens=snaps.kind == "mesh" and snaps.X is not None and particles is not False, window_size=window_size,
+            suffix="." + movie,
+        )
+        path = (Path(out_dir) if out_dir is not None else snaps.folder / "figures") / name
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix not in (".gif", ".mp4"):
@@ -556,11 +802,17 @@ def render_animation(
         _check_mp4()
     if not fps > 0:
         raise ValueError(f"fps must be positive, got {fps}")
+    _refuse_existing([path], force)
     path.parent.mkdir(parents=True, exist_ok=True)
     scene, draw_tokens = _scene_for(
-        snaps, particles=particles, clim=clim, log=log, camera=camera, multiview=multiview, window_size=window_size, cmap=cmap, anti_aliasing=anti_aliasing
+        snaps, particles=particles, clim=clim, log=log, camera=camera, multiview=multiview, window_size=window_size, cmap=cmap, anti_aliasing=anti_aliasing,
+        axes=axes, graticule=graticule, lighting=lighting,
     )
-    ts, at = _frames(snaps, frames, draw_tokens)
+    try:
+        ts, at, interpolated = _frames(snaps, frames, draw_tokens)
+    except ValueError:
+        scene.plotter.close()
+        raise
     scene.time_format = _time_format(ts)
     progress = sys.stderr.isatty() if progress is None else progress
     bar = None
@@ -576,7 +828,7 @@ def render_animation(
             writer = _GifWriter(path, fps)
         for i, t in enumerate(ts):
             rho, X = at(i)
-            scene.update(t, rho=rho, X=X)
+            scene.update(t, rho=rho, X=X, interpolated=bool(interpolated[i]))
             if writer is None:
                 scene.plotter.write_frame()
             else:
