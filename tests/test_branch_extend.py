@@ -191,3 +191,14 @@ def test_extend_from_a_time_that_is_not_a_binary_multiple(tmp_path):
     runner.resume(short, overrides={"solver.T": 0.5}, progress=False)
     assert _csv(short) == _csv(full)
     assert runner.read_diagnostics(full / "diagnostics.csv")["t"][3] == 0.3  # a round time, not 0.30000000000000004
+
+
+def test_resume_removes_temporaries_left_by_a_hard_kill(tmp_path):
+    folder = tmp_path / "r"
+    runner.run(default_config().with_overrides({**TINY_TOKENS, "solver.T": 0.1}), out=folder, progress=False)
+    stale = [folder / "snapshots" / ".000002.npz.99999.tmp", folder / ".diagnostics.csv.99999.tmp", folder / "checkpoint.tmp.npz"]
+    for f in stale:
+        f.write_bytes(b"PK half a file")
+    runner.resume(folder, overrides={"solver.T": 0.15}, progress=False)
+    assert not [f for f in stale if f.exists()]
+    assert not [p for p in folder.rglob("*") if ".tmp" in p.name]

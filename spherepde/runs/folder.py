@@ -384,6 +384,23 @@ def _read_summary(folder: Path) -> dict:
     return summary if isinstance(summary, dict) else {}
 
 
+#: Temporary files of an atomic write cut short by a hard kill (runs.files names them ``.NAME.PID.tmp``).
+_TMP_PATTERNS = (".*.tmp", "*.tmp.npz", "*.npz.tmp")
+
+
+def _remove_stale_temporaries(folder: Path) -> None:
+    """Delete the temporary files a killed process left in the run folder (the lock is held,
+    so no other process is writing them); a resumed run then ends with the same files as an
+    uninterrupted one."""
+    for d in (folder, folder / "snapshots", folder / "vtk"):
+        if d.is_dir():
+            for pattern in _TMP_PATTERNS:
+                for f in d.glob(pattern):
+                    if f.is_file():
+                        log.info("removing %s, left by an interrupted write", f)
+                        f.unlink(missing_ok=True)
+
+
 def _clear_generated(folder: Path) -> None:
     """Remove what a run writes (not config.toml, the marker, run.log) before starting it again from t = 0."""
     for name in ("diagnostics.csv", "summary.json", "weights.npz", "mesh.npz", "snapshots.npz", "density.pvd", "tokens.pvd", "checkpoint.tmp.npz"):

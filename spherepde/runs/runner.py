@@ -81,6 +81,7 @@ from spherepde.runs.folder import (
     _one_line,
     _read_summary,
     _refuse_existing,
+    _remove_stale_temporaries,
     _RunFolder,
     _state_scalars,
     _write_marker,
@@ -762,6 +763,7 @@ def resume(folder, *, progress: bool | None = None, overrides: dict | None = Non
     try:
         cfg = _load_run_config(folder)
         _check_config_unchanged(folder)
+        _remove_stale_temporaries(folder)
         cfg_new = _extended_config(folder, cfg, overrides) if overrides else None
         rf = _RunFolder(folder)
         if not any(p.exists() for p in rf.checkpoint_paths()):
