@@ -202,3 +202,24 @@ def test_resume_removes_temporaries_left_by_a_hard_kill(tmp_path):
     runner.resume(folder, overrides={"solver.T": 0.15}, progress=False)
     assert not [f for f in stale if f.exists()]
     assert not [p for p in folder.rglob("*") if ".tmp" in p.name]
+
+
+def test_resume_of_a_complete_run_says_so_and_changes_nothing(tmp_path, capsys):
+    from spherepde.cli.main import main
+
+    folder = tmp_path / "done"
+    runner.run(default_config().with_overrides({**TINY_TOKENS, "solver.T": 0.1}), out=folder, progress=False)
+    before = {p.name: p.stat().st_mtime_ns for p in folder.iterdir() if p.is_file()}
+    assert main(["resume", str(folder), "-q"]) == 0
+    assert "nothing to resume" in capsys.readouterr().err
+    assert {p.name: p.stat().st_mtime_ns for p in folder.iterdir() if p.is_file()} == before
+
+
+def test_nan_and_inf_in_any_spelling_are_not_finite(capsys, tmp_path):
+    from spherepde.cli.main import main
+
+    for value in ("NaN", "nan", "Inf", "-inf", "Infinity"):
+        assert main(["run", "--set", f"weights.sigma={value}", "--out", str(tmp_path / "x")]) == 2
+        err = capsys.readouterr().err
+        assert "finite" in err, (value, err)
+    assert not (tmp_path / "x").exists()

@@ -582,6 +582,8 @@ def parse_override(text: str) -> tuple[str, Any]:
     if key.count(".") != 1 or not all(part.strip() for part in key.split(".")):
         raise ConfigError(f"--set {text!r}: the key must be section.key, e.g. weights.seed")
     raw = raw.strip()
+    if raw.lower() in ("nan", "+nan", "-nan", "inf", "+inf", "-inf", "infinity", "+infinity", "-infinity"):
+        raw = raw.lower().replace("infinity", "inf")  # TOML spells them in lower case; NaN and Inf are numbers too
     try:
         value = tomllib.loads(f"v = {raw}")["v"]
     except tomllib.TOMLDecodeError:

@@ -272,7 +272,7 @@ def _refuse_existing(folder: Path, force: bool, lock: FolderLock, what: str = "r
             "(--force replaces only run folders, so nothing was deleted)"
         )
     if not force:
-        raise RunExistsError(f"{what} {folder} exists already; choose another name, pass --force to overwrite it, or 'spherepde resume {folder}' to continue it")
+        raise RunExistsError(f"{what} {folder} exists already; choose another name, pass --force (force=True in Python) to overwrite it, or 'spherepde resume {folder}' to continue it")
 
 
 def _create_folder(folder: Path, cfg: Config, lock: FolderLock, *, replace: bool, kind: str) -> None:

@@ -778,6 +778,14 @@ def resume(folder, *, progress: bool | None = None, overrides: dict | None = Non
             estimate = None if estimate is None else int(estimate)
         except (KeyError, TypeError, ValueError) as exc:
             raise RunFolderError(_damaged(folder, f"the checkpoint has no valid record number ({_one_line(exc)})")) from exc
+        if cfg_new is None and r0 >= _n_records(cfg) and summary.get("status") == "completed":
+            lock.release()
+            log.warning("%s is complete (T = %g): nothing to resume; extend it with: spherepde resume %s --set solver.T=...",
+                        folder, cfg.solver.T, folder)
+            try:
+                return RunResult(folder, "completed", read_diagnostics(rf.csv))
+            except (OSError, ValueError) as exc:
+                raise RunFolderError(_damaged(folder, f"diagnostics.csv cannot be read ({_one_line(exc)})")) from exc
         path = _load_part(folder, "weights.npz", WeightPath.load)
         if cfg_new is not None:
             path = _extended_path(folder, path, cfg_new)
