@@ -8,8 +8,8 @@ Measured at smoke size (2-core machine, loaded):
 * mesh_convergence (~8 s; levels 4 / 8 / 16, T = 0.25, one path, n = 100 / 1000 x 3):
   order-2 <G^2> 0.343 / 0.282 / 0.271 against 0.300 +- 0.012 for 1000 tokens; observed
   orders 2.49 (order 2) and 2.61 (order 1: the initial cell averages dominate at T = 0.25);
-  the recommended discretisation is level 8 order 2 (4.9 %) or level 16 order 1 (1.8 %),
-  whichever ran faster (the costs are wall times on a shared machine);
+  the recommended discretisation is level 16 order 1 (1.8 %; level 8 order 2, 4.9 %, costs
+  about the same);
   exponent over H = 1, 4 (level 4): mesh b = -0.41, 100 tokens b = -0.72.
 * work_precision (~10 s; levels 2 / 4 / 8, T = 0.25, vmf-ou and vmf-osc, n = 50 / 200 / 800 x 4):
   observed orders of the G^2 error 2.13 / 2.04 (order 2), 1.55 / 1.43 (order 1), particles
@@ -110,7 +110,10 @@ def test_mesh_convergence_recommended(mconv):
     cands = {d["key"]: d for d in res["discretisations"]}
     assert rec is not None and rec["key"] in cands
     ok = [d for d in cands.values() if d["within_bar"]]
-    assert cands[rec["key"]]["within_bar"] and rec["cost_s"] == min(d["cost_s"] for d in ok)
+    cmin = min(d["cost_s"] for d in ok)
+    close = [d for d in ok if d["cost_s"] <= (1 + res["params"]["cost_tie"]) * cmin]  # costs within the timing noise
+    assert cands[rec["key"]]["within_bar"] and rec["cost_s"] <= (1 + res["params"]["cost_tie"]) * cmin
+    assert rec["max_err"] == min(d["max_err"] for d in close)
     assert rec["max_err"] <= res["params"]["bar"]
     # within the bar means: on every path, against both estimates of the converged value
     for path in res["paths"]:
