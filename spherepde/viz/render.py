@@ -23,7 +23,7 @@ Run folders are described in :mod:`spherepde.runs.runner`: snapshots come from
 ``snapshots.npz`` (``t`` (S,), ``rho`` (S, n_cells) or ``X`` (S, n, d)) or, while a run
 is incomplete, from ``snapshots/NNNNNN.npz``; mesh runs store the mesh in ``mesh.npz``.
 
-PyVista is imported only when something is drawn (STYLE.md, practice 11). GIFs are
+PyVista is imported only when something is drawn (the package imports fast without it). GIFs are
 written with Pillow from the rendered frames (PyVista's ``open_gif`` needs imageio,
 which spherepde does not require); MP4 uses :meth:`pyvista.Plotter.open_movie` and
 needs ``imageio`` and ``imageio-ffmpeg``.
