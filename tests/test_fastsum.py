@@ -86,13 +86,19 @@ def test_real_harmonics_are_orthonormal():
     np.testing.assert_allclose(G, np.eye(49), atol=2e-3)
 
 
-@pytest.mark.parametrize("kappa", [0.0, 1e-9, 1e-3, 0.5, 6.0, 30.0, 100.0])
-@pytest.mark.parametrize("L", [0, 10, 64])
-def test_bessel_coefficients(kappa, L):
+@pytest.mark.parametrize("kappa", [0.0, 1e-9, 1e-3, 0.05, 0.5, 6.0, 30.0, 100.0])
+@pytest.mark.parametrize("L", [0, 1, 10, 64])
+@pytest.mark.parametrize("kernel", ["cf", "block"])
+def test_bessel_coefficients(kappa, L, kernel):
+    """Both the continued fraction and the block kernel (Miller's recurrence for
+    kappa >= 0.05, else the continued fraction) against SciPy."""
     cl = np.empty((L + 1, fs._P))
     rr = np.empty(fs._P)
     k = np.full(fs._P, kappa)
-    fs._bessel_cf(k, fs._P, L, L + 16 + int(kappa), cl, rr)
+    if kernel == "cf":
+        fs._bessel_cf(k, fs._P, L, L + 16 + int(kappa), cl, rr)
+    else:
+        fs._bessel_block(k, kappa, L, L + 16 + int(kappa), cl, rr)
     ref = 4 * math.pi * ive(np.arange(L + 1) + 0.5, kappa) * math.sqrt(math.pi / (2 * kappa)) if kappa > 0 else 4 * math.pi * (np.arange(L + 1) == 0)
     big = ref > 1e-250
     np.testing.assert_allclose(cl[:, 0][big], ref[big], rtol=2e-13)
@@ -218,17 +224,18 @@ def test_round_off_allowance_against_extended_precision():
         mu = _unit(rng, 1)[0]
         w = g.areas * np.exp(conc * (X @ mu - 1))
         w /= w.sum()
-        F = fs._source_functions(X, w, True).astype(np.longdouble)
+        wl = w.astype(np.longdouble)
         for L in (36, 64):  # truncation error < 1e-21 at kappa <= 5: what is left is round-off
             A = _rand_A(rng, 2, 5.0)
             S = fs.source_moments(X, w, L, want_q=True)
-            C, R = fs.target_expansion(X, A, [L, L], S)
+            C, Z, M, Q = fs.target_expansion(X, A, [L, L], S, want_q=True)
             idx = np.concatenate([rng.choice(n, 15, replace=False), np.argsort(X @ mu)[:5]])
             for h in range(2):
                 for i in idx:
-                    e = np.exp(Xl[i] @ A[h].astype(np.longdouble) @ Xl.T - np.longdouble(C[i, h]))
-                    ref = (F * e[None, :]).sum(axis=1)
-                    worst = max(worst, float(np.max(np.abs(R[h, :, i] - ref))))
+                    e = wl * np.exp(Xl[i] @ A[h].astype(np.longdouble) @ Xl.T - np.longdouble(C[i, h]))
+                    ref = [e.sum(), *(e @ Xl), e @ (Xl @ Xl[i]) ** 2]
+                    got = [Z[i, h], *M[i, h], Q[i, h]]
+                    worst = max(worst, max(abs(float(g_ - r_)) for g_, r_ in zip(got, ref)))
     assert worst <= u / 2, (worst, u)
 
 

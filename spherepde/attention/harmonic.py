@@ -360,6 +360,49 @@ def _bessel_cf(kappa, nv, L, top, cl, rr):  # pragma: no cover - compiled
             cl[l, p] *= cl[l - 1, p]
 
 
+#: Smallest kappa of a block for which :func:`_bessel_block` uses Miller's downward
+#: recurrence: the unnormalised values grow by at most e^kappa (2L+1)!! / kappa^L
+#: (< 1e250 for L <= 64 at kappa >= 0.05), far from overflow.
+_MILLER_KAPPA = 0.05
+
+
+@njit(fastmath=SIMD_FASTMATH)
+def _bessel_block(kappa, kmin, L, top, cl, rr):  # pragma: no cover - compiled
+    """cl[l, p] = 4 pi exp(-kappa_p) i_l(kappa_p), l = 0..L, for the _P lanes.
+
+    Where every lane has kappa >= _MILLER_KAPPA (``kmin``), the continued fraction is run
+    only from ``top`` down to r_{L+1} = i_{L+1} / i_L, then Miller's downward recurrence
+    i_{l-1} = i_{l+1} + (2l+1)/kappa i_l (stable for the minimal solution i_l, products
+    only) gives values proportional to i_l, normalised by the closed form of
+    exp(-kappa) i_0 = -expm1(-2 kappa) / (2 kappa): about L fewer divisions than
+    :func:`_bessel_cf` (which handles the other blocks), agreeing with it to ~1e-15."""
+    if kmin < _MILLER_KAPPA or L < 1:
+        _bessel_cf(kappa, _P, L, top, cl, rr)
+        return
+    for p in range(_P):
+        rr[p] = 0.0
+    for l in range(top, L, -1):
+        t = 2.0 * l + 1.0
+        for p in range(_P):
+            rr[p] = kappa[p] / (t + kappa[p] * rr[p])
+    t = 2.0 * L + 1.0
+    for p in range(_P):
+        inv = 1.0 / kappa[p]
+        cl[L, p] = 1.0
+        cl[L - 1, p] = rr[p] + t * inv  # i_{L+1}/i_L + (2L+1)/kappa
+        rr[p] = inv
+    for l in range(L - 1, 0, -1):
+        t = 2.0 * l + 1.0
+        for p in range(_P):
+            cl[l - 1, p] = cl[l + 1, p] + t * rr[p] * cl[l, p]
+    for p in range(_P):
+        k = kappa[p]
+        rr[p] = 4.0 * math.pi * (-math.expm1(-2.0 * k) / (2.0 * k)) / cl[0, p]
+    for l in range(L + 1):
+        for p in range(_P):
+            cl[l, p] *= rr[p]
+
+
 @njit(fastmath=SIMD_FASTMATH)
 def _load_block(P, i0, nv, c0, c1, c2):  # pragma: no cover - compiled
     for p in range(_P):
@@ -503,20 +546,85 @@ def source_moments(Y, w, L: int, want_q: bool = False) -> np.ndarray:
     return S
 
 
-@njit(parallel=True, fastmath=SIMD_FASTMATH)
-def _target_kernel(X, A, Lh, S, a, b, diag, sub, C, R):  # pragma: no cover - compiled
-    """R[h, s, i] = exp(-kappa) sum_j w_j f_s(y_j) exp(x_i^T A_h y_j) truncated at degree
-    Lh[h] (heads with Lh[h] < 0 are skipped), C[i, h] = kappa = |A_h^T x_i|.
+@njit(fastmath=SIMD_FASTMATH)
+def _accumulate(S, L0, L1, nmom, cl, q, cr, ci, acc):  # pragma: no cover - compiled
+    """acc[s, p] += sum_{L0 <= l <= L1} sum_m cl[l, p] (Y_{l,m}(c_p) S[s, l,m] + Y_{l,-m}(c_p) S[s, l,-m])
+    for the first ``nmom`` moments s (1, 4 or 10), in one vectorised pass over the lanes
+    per coefficient (separate accumulators keep LLVM's registers)."""
+    a0 = acc[0]
+    a1 = acc[1]
+    a2 = acc[2]
+    a3 = acc[3]
+    for l in range(L0, L1 + 1):
+        o = l * l
+        for m in range(l + 1):
+            k0 = S[0, o + m]
+            j0 = S[0, o + l + m] if m > 0 else 0.0  # no sine entry for m = 0 (ci[0] = 0)
+            if nmom == 1:
+                for p in range(_P):
+                    t = cl[l, p] * q[l, m, p]
+                    a0[p] += t * (cr[m, p] * k0 + ci[m, p] * j0)
+                continue
+            k1 = S[1, o + m]
+            k2 = S[2, o + m]
+            k3 = S[3, o + m]
+            j1 = S[1, o + l + m] if m > 0 else 0.0
+            j2 = S[2, o + l + m] if m > 0 else 0.0
+            j3 = S[3, o + l + m] if m > 0 else 0.0
+            for p in range(_P):
+                t = cl[l, p] * q[l, m, p]
+                uc = t * cr[m, p]
+                us = t * ci[m, p]
+                a0[p] += uc * k0 + us * j0
+                a1[p] += uc * k1 + us * j1
+                a2[p] += uc * k2 + us * j2
+                a3[p] += uc * k3 + us * j3
+            if nmom == 10:
+                for s in range(4, 10, 3):
+                    g0 = acc[s]
+                    g1 = acc[s + 1]
+                    g2 = acc[s + 2]
+                    k0 = S[s, o + m]
+                    k1 = S[s + 1, o + m]
+                    k2 = S[s + 2, o + m]
+                    j0 = S[s, o + l + m] if m > 0 else 0.0
+                    j1 = S[s + 1, o + l + m] if m > 0 else 0.0
+                    j2 = S[s + 2, o + l + m] if m > 0 else 0.0
+                    for p in range(_P):
+                        t = cl[l, p] * q[l, m, p]
+                        uc = t * cr[m, p]
+                        us = t * ci[m, p]
+                        g0[p] += uc * k0 + us * j0
+                        g1[p] += uc * k1 + us * j1
+                        g2[p] += uc * k2 + us * j2
 
-    For the centre c = b / kappa, b = A_h^T x_i: R = sum_l 4 pi exp(-kappa) i_l(kappa)
-    sum_m Y_lm(c) S_lm. One parallel region over blocks of _P targets (vectorised over
-    them), all heads inside."""
+
+@njit(parallel=True, fastmath=SIMD_FASTMATH)
+def _target_kernel(X, A, S, want_q, deg_z, deg_m, tail_z, tail_m, wsum, tol_z, tol_m, rho, log_form,
+                   a, b, diag, sub, C, Z, M, Q, bad):  # pragma: no cover - compiled
+    """Truncated expansions of all heads at the targets X, in the (target, head) layout.
+
+    For target x_i and head h, b = A_h^T x_i, kappa = |b|, c = b / kappa:
+    Z~ = sum_{l <= Lz} 4 pi exp(-kappa) i_l(kappa) sum_m Y_lm(c) S_lm (scaled by exp(-kappa)),
+    and the moments Mom~ (and Q~ = sum_kk' x_k x_k' Q~^{kk'}) the same with S^k, S^{kk'}
+    truncated at Lm <= Lz. The degrees are chosen per block of _P targets from the
+    largest kappa of the block, kq = ceil(64 kappa): Lz = deg_z[kq] (relative error of Z
+    <= tol_z a priori), Lm = deg_m[kq] (error of Mom/Z, Q/Z <= tol_m); tail_z[kq] and
+    tail_m[kq] are the tail bounds T_L(kq / 64) of those degrees. A block whose degree is
+    -1 (kappa too large for the table's l_max) and every target failing the a-posteriori
+    test (module docstring) 3 eta <= tol Z~ (eta = wsum (exp(-kappa) T_L + rho), for both
+    tolerances) get bad[i, h] = 1 and are left for direct summation.
+
+    Outputs: C[i, h] = kappa, Z, M[i, h, :], Q (scaled, true = exp(C) * value); with
+    ``log_form`` Z = log Z (true), M = Mom / Z, Q = Q / Z instead (C still kappa).
+    One parallel region over the blocks, all heads inside."""
     m_t = X.shape[0]
     H = A.shape[0]
-    nmom = S.shape[0]
+    nmom = 10 if want_q else 4
+    ntab = deg_z.shape[0]
     Lmax = 0
-    for h in range(H):
-        Lmax = max(Lmax, Lh[h])
+    for k in range(ntab):
+        Lmax = max(Lmax, deg_z[k])
     nblk = (m_t + _P - 1) // _P
     for kb in prange(nblk):
         q = np.empty((Lmax + 1, Lmax + 1, _P))
@@ -538,9 +646,6 @@ def _target_kernel(X, A, Lh, S, a, b, diag, sub, C, R):  # pragma: no cover - co
         nv = min(_P, m_t - i0)
         _load_block(X, i0, nv, x0, x1, x2)
         for h in range(H):
-            L = Lh[h]
-            if L < 0:
-                continue
             kmax = 0.0
             for p in range(_P):
                 b0 = A[h, 0, 0] * x0[p] + A[h, 1, 0] * x1[p] + A[h, 2, 0] * x2[p]
@@ -557,82 +662,122 @@ def _target_kernel(X, A, Lh, S, a, b, diag, sub, C, R):  # pragma: no cover - co
                     c0[p] = 0.0
                     c1[p] = 0.0
                     c2[p] = 1.0
-            _bessel_cf(kap, _P, L, L + 16 + int(kmax), cl, rr)
+            for p in range(nv):
+                C[i0 + p, h] = kap[p]
+            kq = min(int(math.ceil(kmax * 64.0)), ntab - 1)
+            L = deg_z[kq]
+            Lm = min(deg_m[kq], L)
+            if L < 0 or Lm < 0:
+                for p in range(nv):
+                    bad[i0 + p, h] = 1
+                continue
+            kmin = kap[0]
+            for p in range(_P):
+                kmin = min(kmin, kap[p])
+            _bessel_block(kap, kmin, L, L + 16 + int(kmax), cl, rr)
             _legendre_v(c2, L, a, b, diag, sub, q)
             _azimuth_v(c0, c1, L, cr, ci, re, im)
             for s in range(nmom):
                 for p in range(_P):
                     acc[s, p] = 0.0
-            a0 = acc[0]
-            a1 = acc[1]
-            a2 = acc[2]
-            a3 = acc[3]
-            for l in range(L + 1):
-                o = l * l
-                for m in range(l + 1):
-                    # Y_{l,m}(c) S^s_{l,m} + Y_{l,-m}(c) S^s_{l,-m} for every moment s, in one
-                    # vectorised pass over the lanes
-                    k0 = S[0, o + m]
-                    k1 = S[1, o + m]
-                    k2 = S[2, o + m]
-                    k3 = S[3, o + m]
-                    if m > 0:
-                        j0 = S[0, o + l + m]
-                        j1 = S[1, o + l + m]
-                        j2 = S[2, o + l + m]
-                        j3 = S[3, o + l + m]
-                    else:  # no sine entry (ci[0] = 0)
-                        j0 = 0.0
-                        j1 = 0.0
-                        j2 = 0.0
-                        j3 = 0.0
-                    for p in range(_P):
-                        t = cl[l, p] * q[l, m, p]
-                        uc = t * cr[m, p]
-                        us = t * ci[m, p]
-                        a0[p] += uc * k0 + us * j0
-                        a1[p] += uc * k1 + us * j1
-                        a2[p] += uc * k2 + us * j2
-                        a3[p] += uc * k3 + us * j3
-                    if nmom == 10:
-                        for s in range(4, 10, 3):
-                            g0 = acc[s]
-                            g1 = acc[s + 1]
-                            g2 = acc[s + 2]
-                            k0 = S[s, o + m]
-                            k1 = S[s + 1, o + m]
-                            k2 = S[s + 2, o + m]
-                            j0 = S[s, o + l + m] if m > 0 else 0.0
-                            j1 = S[s + 1, o + l + m] if m > 0 else 0.0
-                            j2 = S[s + 2, o + l + m] if m > 0 else 0.0
-                            for p in range(_P):
-                                t = cl[l, p] * q[l, m, p]
-                                uc = t * cr[m, p]
-                                us = t * ci[m, p]
-                                g0[p] += uc * k0 + us * j0
-                                g1[p] += uc * k1 + us * j1
-                                g2[p] += uc * k2 + us * j2
+            _accumulate(S, 0, Lm, nmom, cl, q, cr, ci, acc)
+            _accumulate(S, Lm + 1, L, 1, cl, q, cr, ci, acc)
+            tz = tail_z[kq]
+            tm = tail_m[kq]
             for p in range(nv):
-                C[i0 + p, h] = kap[p]
-            for s in range(nmom):
-                for p in range(nv):
-                    R[h, s, i0 + p] = acc[s, p]
+                i = i0 + p
+                zs = acc[0, p]
+                e = math.exp(-kap[p])
+                if not (3.0 * wsum * (e * tz + rho) <= tol_z * zs and 3.0 * wsum * (e * tm + rho) <= tol_m * zs):
+                    bad[i, h] = 1
+                qs = 0.0
+                if want_q:
+                    y0 = x0[p]
+                    y1 = x1[p]
+                    y2 = x2[p]
+                    qs = (y0 * y0 * acc[4, p] + 2.0 * y0 * y1 * acc[5, p] + 2.0 * y0 * y2 * acc[6, p]
+                          + y1 * y1 * acc[7, p] + 2.0 * y1 * y2 * acc[8, p] + y2 * y2 * acc[9, p])
+                if log_form:
+                    if zs > 0.0:
+                        Z[i, h] = math.log(zs) + kap[p]
+                        M[i, h, 0] = acc[1, p] / zs
+                        M[i, h, 1] = acc[2, p] / zs
+                        M[i, h, 2] = acc[3, p] / zs
+                        if want_q:
+                            Q[i, h] = qs / zs
+                    else:  # rejected above (bad = 1); recomputed directly
+                        Z[i, h] = -np.inf
+                else:
+                    Z[i, h] = zs
+                    M[i, h, 0] = acc[1, p]
+                    M[i, h, 1] = acc[2, p]
+                    M[i, h, 2] = acc[3, p]
+                    if want_q:
+                        Q[i, h] = qs
 
 
-def target_expansion(X, A, degrees, S: np.ndarray):
-    """(C, R): C (m, H) = kappa = |A_h^T x_i| and R (H, nmom, m) the scaled truncated
-    expansions exp(-kappa) sum_j w_j f_s(y_j) exp(x_i^T A_h y_j) (degree ``degrees[h]``;
-    heads with degree < 0 are left undefined) from the source moments S of
-    :func:`source_moments` (degree >= max(degrees))."""
+@njit(parallel=True)
+def _kappa_max_kernel(X, A, out):  # pragma: no cover - compiled
+    """out[h] = max_i |A_h^T x_i|."""
+    H = A.shape[0]
+    for h in prange(H):
+        km = 0.0
+        for i in range(X.shape[0]):
+            s = 0.0
+            for k in range(3):
+                bk = A[h, 0, k] * X[i, 0] + A[h, 1, k] * X[i, 1] + A[h, 2, k] * X[i, 2]
+                s += bk * bk
+            km = max(km, s)
+        out[h] = math.sqrt(km)
+
+
+def kappa_max(X, A) -> np.ndarray:
+    """kappa_h = max_i |A_h^T x_i|, shape (H,) (X (m, 3), A (H, 3, 3))."""
+    out = np.empty(A.shape[0])
+    _kappa_max_kernel(np.ascontiguousarray(X, dtype=np.float64), np.ascontiguousarray(A, dtype=np.float64), out)
+    return out
+
+
+def degree_table(kappa: float, tol: float, l_max: int = L_MAX):
+    """(deg, tail): for kq = 0 .. ceil(64 kappa), deg[kq] = :func:`choose_degree` (kq / 64, tol)
+    (-1 where L > l_max would be needed) and tail[kq] = T_deg(kq / 64) (:func:`tail_bound`;
+    inf where deg = -1). The per-block degree choice of the target kernel."""
+    nq = int(math.ceil(max(float(kappa), 0.0) * 64.0)) + 1
+    return _degree_table(nq, float(tol), int(l_max))
+
+
+@functools.lru_cache(maxsize=64)
+def _degree_table(nq: int, tol: float, l_max: int):
+    deg = np.empty(nq, dtype=np.int64)
+    tail = np.empty(nq)
+    for k in range(nq):
+        deg[k] = _choose_degree_cached(k / 64.0, tol, l_max)
+        tail[k] = _tail_cached(k / 64.0, int(deg[k])) if deg[k] >= 0 else math.inf
+    for arr in (deg, tail):
+        arr.flags.writeable = False
+    return deg, tail
+
+
+def target_expansion(X, A, degrees, S: np.ndarray, *, want_q: bool = False):
+    """(C, Z, M, Q): the scaled truncated expansions exp(-kappa) sum_j w_j f(y_j)
+    exp(x_i^T A y_j) with f = 1, y, (x_i . y)^2 at one fixed degree per head
+    (``degrees[h]`` >= 0, no a-posteriori check) from the source moments S of
+    :func:`source_moments`; C (m, H) = kappa = |A_h^T x_i|, Z (m, H), M (m, H, 3), Q (m, H)
+    (zeros without ``want_q``). For tests of the expansion itself; :func:`moments` is the
+    driver with error control."""
     X = np.ascontiguousarray(X, dtype=np.float64)
     A = np.ascontiguousarray(A, dtype=np.float64)
-    Lh = np.asarray(degrees, dtype=np.int64)
     m, H = X.shape[0], A.shape[0]
-    C = np.zeros((m, H))
-    R = np.zeros((H, S.shape[0], m))
-    Lmax = int(Lh.max())
-    _target_kernel(X, A, Lh, np.ascontiguousarray(S), *_legendre_tables(Lmax), C, R)
-    return C, R
+    out = tuple(np.zeros(s) for s in ((m, H), (m, H), (m, H, 3), (m, H)))
+    for h, L in enumerate(degrees):
+        deg = np.full(1, int(L), dtype=np.int64)
+        zero = np.zeros(1)
+        res = tuple(np.zeros(s) for s in ((m, 1), (m, 1), (m, 1, 3), (m, 1)))
+        _target_kernel(X, A[h : h + 1], np.ascontiguousarray(S), bool(want_q), deg, deg, zero, zero, 0.0, 1.0, 1.0, 0.0,
+                       False, *_legendre_tables(int(L)), *res, np.zeros((m, 1), dtype=np.uint8))
+        for o, r in zip(out, res):
+            o[:, h] = r[:, 0]
+    return out
 
 
 # ------------------------------------------------------------------- driver
@@ -671,13 +816,24 @@ def predicted_costs(m: int, n: int, degrees, want_q: bool):
     return direct, fast
 
 
-def moments(X, Y, w, A, *, want_q=False, tol=1e-10, mode="fast", direct=None, l_max=L_MAX):
+def _to_log(C, Z, M, Q):
+    """The log form (log Z, Mom / Z, Q / Z) of scaled sums (true = exp(C) * scaled)."""
+    logZ = np.log(Z) + C
+    M = M / Z[..., None]
+    Q = Q / Z if Q is not None and Q.size else Q
+    return logZ, M, Q
+
+
+def moments(X, Y, w, A, *, want_q=False, tol=1e-10, tol_moments=None, mode="fast", direct=None, l_max=L_MAX, log_form=False):
     """Scaled attention sums (C, Z, M, Q) with the true sums = exp(C) * (Z, M, Q), and a
     :class:`FastSumInfo`.
 
     X (m, 3), Y (n, 3), w (n,) >= 0, A (H, 3, 3), contiguous float64. ``mode`` is
     "fast" or "auto" (see the module docstring). ``direct(X, A) -> (C, Z, M, Q)`` is the
     direct summation used for fallbacks (default: the kernels of :mod:`spherepde.attention.direct`).
+    ``tol`` bounds the relative error of Z; ``tol_moments`` (default ``tol``, at least
+    ``tol``) the error of Mom/Z and Q/Z, which are then truncated at a lower degree.
+    With ``log_form`` the result is (C, log Z, Mom/Z, Q/Z) (C = kappa, informative only).
     """
     if direct is None:
         def direct(Xs, As):
@@ -690,6 +846,14 @@ def moments(X, Y, w, A, *, want_q=False, tol=1e-10, mode="fast", direct=None, l_
     tol = float(tol)
     if not tol > 0:
         raise ValueError(f"summation tolerance must be positive, got {tol}")
+    tol_m = tol if tol_moments is None else max(float(tol_moments), tol)
+
+    def finish(C, Z, M, Q):
+        if not want_q:
+            Q = np.empty((0, 0))
+        if log_form:
+            Z, M, Q = _to_log(C, Z, M, Q)
+        return C, Z, M, Q, info
 
     def all_direct(reason_key, msg, *args):
         if reason_key is not None:
@@ -697,7 +861,7 @@ def moments(X, Y, w, A, *, want_q=False, tol=1e-10, mode="fast", direct=None, l_
             info.reasons.append(msg % args)
         info.path = "direct"
         info.degrees = [-1] * H
-        return direct(X, A) + (info,)
+        return finish(*direct(X, A))
 
     if d != 3:
         return all_direct(None, "")
@@ -708,9 +872,7 @@ def moments(X, Y, w, A, *, want_q=False, tol=1e-10, mode="fast", direct=None, l_
     wsum = float(np.sum(w))
     if not wsum > 0:
         return all_direct(None, "")
-    # kappa_h = max_i |A_h^T x_i|
-    B = np.matmul(X[None], A)  # (H, m, 3): rows b = A_h^T x_i
-    kappa = np.sqrt(np.max(np.sum(B * B, axis=2), axis=1))
+    kappa = kappa_max(X, A)  # kappa_h = max_i |A_h^T x_i|
     degrees = [choose_degree(k, tol, l_max) for k in kappa]
     info.degrees = list(degrees)
     far = [h for h in range(H) if degrees[h] < 0]
@@ -723,39 +885,45 @@ def moments(X, Y, w, A, *, want_q=False, tol=1e-10, mode="fast", direct=None, l_
         )
         info.reasons.append(f"{len(far)} heads with kappa too large")
     if len(far) == H:
+        info.degrees = [-1] * H
         info.path = "direct"
-        return direct(X, A) + (info,)
+        return finish(*direct(X, A))
     dcost, fcost = predicted_costs(m, Y.shape[0], degrees, want_q)
     info.predicted_speedup = dcost / fcost if fcost > 0 else float("inf")
     if mode == "auto" and dcost < _AUTO_MARGIN * fcost:
         info.path = "direct"
         info.degrees = [-1] * H
         log.debug("auto summation: direct (predicted fast/direct cost %.3g)", fcost / max(dcost, 1e-300))
-        return direct(X, A) + (info,)
+        return finish(*direct(X, A))
+    # degree tables up to the largest kappa of the heads summed by expansion (the far
+    # heads' blocks get degree -1 from the table or are overwritten below)
+    kfit = max(float(kappa[h]) for h in range(H) if degrees[h] >= 0)
+    deg_z, tail_z = degree_table(kfit, tol, l_max)
+    deg_m, tail_m = degree_table(kfit, tol_m, l_max)
     S = source_moments(Y, w, max(degrees), want_q)
-    C, R = target_expansion(X, A, degrees, S)
-    Z = np.ascontiguousarray(R[:, 0, :].T)
-    Mom = np.ascontiguousarray(R[:, 1:4, :].transpose(2, 0, 1))
-    Q = np.empty((0, 0))
-    if want_q:
-        x0, x1, x2 = (X[:, k : k + 1] for k in range(3))
-        Rq = R[:, 4:10, :].transpose(2, 0, 1)  # (m, H, 6)
-        Q = (x0 * x0 * Rq[..., 0] + 2.0 * x0 * x1 * Rq[..., 1] + 2.0 * x0 * x2 * Rq[..., 2]
-             + x1 * x1 * Rq[..., 3] + 2.0 * x1 * x2 * Rq[..., 4] + x2 * x2 * Rq[..., 5])
-    # a-posteriori check (module docstring): accept where 3 eta <= tol Z~_s
-    tails = np.array([_tail_cached(_round_up(kappa[h]), degrees[h]) if degrees[h] >= 0 else 0.0 for h in range(H)])
-    eta = wsum * (np.exp(-C) * tails[None, :] + _round_allowance(Y.shape[0]))
-    bad = ~(3.0 * eta <= tol * Z)
-    bad[:, far] = False
+    C = np.empty((m, H))
+    Z = np.empty((m, H))
+    Mom = np.empty((m, H, 3))
+    Q = np.empty((m, H) if want_q else (0, 0))
+    bad = np.zeros((m, H), dtype=np.uint8)
+    _target_kernel(X, A, np.ascontiguousarray(S), bool(want_q), deg_z, deg_m, tail_z, tail_m, wsum, tol, tol_m,
+                   _round_allowance(Y.shape[0]), bool(log_form), *_legendre_tables(int(deg_z.max())), C, Z, Mom, Q, bad)
+    bad[:, far] = 0
     info.path = "fast" if not far else "mixed"
+
+    def put(idx, h, res):
+        Cd, Zd, Md, Qd = res
+        if log_form:
+            Zd, Md, Qd = _to_log(Cd, Zd, Md, Qd if want_q else None)
+        C[idx, h], Z[idx, h], Mom[idx, h] = Cd, Zd, Md
+        if want_q:
+            Q[idx, h] = Qd
+
     # heads summed directly
     if far:
-        Cd, Zd, Md, Qd = direct(X, np.ascontiguousarray(A[far]))
-        C[:, far], Z[:, far], Mom[:, far] = Cd, Zd, Md
-        if want_q:
-            Q[:, far] = Qd
+        put(slice(None), far, direct(X, np.ascontiguousarray(A[far])))
     # targets rejected by the a-posteriori check
-    nb = int(bad.sum())
+    nb = int(np.count_nonzero(bad))
     info.n_rechecked = nb
     if nb:
         if nb > 0.01 * m * H:
@@ -767,7 +935,5 @@ def moments(X, Y, w, A, *, want_q=False, tol=1e-10, mode="fast", direct=None, l_
         for h in np.flatnonzero(bad.any(axis=0)):
             idx = np.flatnonzero(bad[:, h])
             Cd, Zd, Md, Qd = direct(np.ascontiguousarray(X[idx]), np.ascontiguousarray(A[h : h + 1]))
-            C[idx, h], Z[idx, h], Mom[idx, h] = Cd[:, 0], Zd[:, 0], Md[:, 0]
-            if want_q:
-                Q[idx, h] = Qd[:, 0]
-    return C, Z, Mom, (Q if want_q else np.empty((0, 0))), info
+            put(idx, h, (Cd[:, 0], Zd[:, 0], Md[:, 0], Qd[:, 0] if want_q else None))
+    return C, Z, Mom, Q, info

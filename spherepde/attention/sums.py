@@ -31,7 +31,7 @@ SUMMATION_MODES = ("direct", "fast", "auto")
 
 
 def attention_moments(X, Y, w, A, *, want_q: bool = False, log: bool = False, simd: bool = True,
-                      summation: str = "auto", tol: float = 1e-10):
+                      summation: str = "auto", tol: float = 1e-10, tol_moments: float | None = None):
     """Attention sums Z_h, Y_h (and Q_h) at targets X over weighted sources Y.
 
     Parameters
@@ -55,6 +55,9 @@ def attention_moments(X, Y, w, A, *, want_q: bool = False, log: bool = False, si
         "direct"; small problems are always direct).
     tol : accuracy of the fast path (relative error of Z; error of the softmax
         averages Y/Z and Q/Z, whose norm is at most 1).
+    tol_moments : accuracy of Y/Z and Q/Z alone (default ``tol``; at least ``tol``): the
+        fast path truncates them at the lower degree this allows (the moments feed only
+        the energy diagnostics where the velocity comes from log Z).
 
     Returns
     -------
@@ -78,7 +81,9 @@ def attention_moments(X, Y, w, A, *, want_q: bool = False, log: bool = False, si
     if summation == "direct" or not simd or d != 3 or (summation == "auto" and m * Y.shape[0] * H < _AUTO_MIN_WORK):
         C, Z, Mom, Q = direct_scaled(X, Y, w, A, want_q, simd)
     else:
-        C, Z, Mom, Q, _ = harmonic.moments(X, Y, w, A, want_q=want_q, tol=tol, mode=summation)
+        C, Z, Mom, Q, _info = harmonic.moments(X, Y, w, A, want_q=want_q, tol=tol, tol_moments=tol_moments, mode=summation, log_form=log)
+        if log:  # already in log form (log Z, Mom/Z, Q/Z)
+            return Z, Mom, (Q if want_q else None)
     if log:
         Mom /= Z[:, :, None]
         if want_q:

@@ -100,6 +100,7 @@ class SolverSection:
     cfl: float = _f(0.5, "mesh: CFL number in (0, 1]", gt=0.0, max=1.0)
     summation: str = _f("auto", "mesh: attention sums 'direct', 'fast' (spherical harmonics, O(N L^2)) or 'auto' (fast where it pays and meets summation_tol)", choices=("direct", "fast", "auto"))
     summation_tol: float = _f(1e-10, "mesh: accuracy of the fast sums (relative error of Z_h and error of the softmax average)", gt=0.0)
+    diagnostics_tol: float = _f(1e-6, "mesh: accuracy of the fast sums' moments Y_h/Z_h and Q_h/Z_h, which feed only the energy diagnostics (G2, d_tE, martingale), not the potential velocity; taken as summation_tol when smaller", gt=0.0)
 
 
 @dataclass(frozen=True)

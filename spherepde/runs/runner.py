@@ -290,7 +290,7 @@ def build_solver(cfg: Config, path: WeightPath, *, mesh=None):
     ms = MeshSolver(
         mesh, build_initial_density(cfg, mesh), path, velocity=cfg.solver.velocity, order=cfg.solver.order,
         integrator=cfg.integrator, cfl=cfg.solver.cfl, dt=(cfg.solver.dt or None) if cfg.run.solver == "mesh" else None,
-        summation=cfg.solver.summation, summation_tol=cfg.solver.summation_tol,
+        summation=cfg.solver.summation, summation_tol=cfg.solver.summation_tol, diagnostics_tol=cfg.solver.diagnostics_tol,
     )
     ms.dt_min = DT_FLOOR * cfg.solver.T
     if cfg.run.solver == "both":

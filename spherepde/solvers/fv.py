@@ -308,18 +308,21 @@ def fv_geometry(mesh) -> FVGeometry:
 
 
 # ------------------------------------------------------------- nonlocal quantities
-def cell_fields(geom: FVGeometry, masses, A, *, want_q: bool = False, summation: str = "auto", tol: float = 1e-10):
+def cell_fields(geom: FVGeometry, masses, A, *, want_q: bool = False, summation: str = "auto", tol: float = 1e-10,
+                tol_moments: float | None = None):
     """log Z_h, Y_h/Z_h (and Q_h/Z_h) at the cell nodes from the cell masses.
 
     Z_h(x_c) = sum_c' m_c' exp(x_c^T A_h x_c'), m_c = rho_c |C_c| at the nodes x_c
     (``geom.nodes``; docs/model.md §4). ``summation`` / ``tol``: direct, fast
-    (spherical harmonics) or auto, see :func:`spherepde.attention.attention_moments`.
+    (spherical harmonics) or auto, see :func:`spherepde.attention.attention_moments`;
+    ``tol_moments`` (default ``tol``) the accuracy of Ybar and Qbar alone on the fast path.
 
     Returns
     -------
     logZ (nc, H), Ybar (nc, H, 3), Qbar (nc, H) or None.
     """
-    return attention_moments(geom.nodes, geom.nodes, masses, A, want_q=want_q, log=True, summation=summation, tol=tol)
+    return attention_moments(geom.nodes, geom.nodes, masses, A, want_q=want_q, log=True, summation=summation, tol=tol,
+                             tol_moments=tol_moments)
 
 
 def cell_potentials(geom: FVGeometry, masses, A) -> np.ndarray:
