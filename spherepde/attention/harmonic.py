@@ -27,11 +27,14 @@ function times y_j, |y_j| = 1) and |Q~ - Q| <= T_L(kappa) sum w. :func:`tail_bou
 computes T_L by summing the series and bounding the rest geometrically (term ratio
 (2l+3) i_{l+1} / ((2l+1) i_l) < kappa / (2l+1), from I_{nu+1}/I_nu < x/(nu+1/2+...)).
 
-Degree per head (a priori). Z(x) >= exp(-kappa) sum w for w >= 0, so
-|Z~ - Z| / Z <= exp(kappa) T_L(kappa) =: eps. L_h is the smallest degree with
-exp(kappa_h) T_L(kappa_h) <= tol / 6, kappa_h = max over the targets of |A_h^T x|.
-If that needs L > ``l_max`` (default :data:`L_MAX`) the head is summed directly
-(and a log record says so).
+Degree per block of targets (a priori). Z(x) >= exp(-kappa(x)) sum w for w >= 0, with
+kappa(x) = |A_h^T x|, so |Z~ - Z| / Z <= exp(kappa) T_L(kappa) =: eps, increasing in kappa.
+For each block of _P targets and head h, L is the smallest degree with
+exp(kappa_b) T_L(kappa_b) <= tol / 6, kappa_b the block's largest kappa rounded up to a
+multiple of 1/64 (:func:`degree_table`). If a head needs L > ``l_max`` (default
+:data:`L_MAX`) at its largest kappa over all targets, it is summed directly (and a log
+record says so). The moments Mom/Z and Q/Z may be asked for at a looser ``tol_moments``:
+they are then truncated at that tolerance's (lower) degree and checked against it.
 
 Check per target (a posteriori). With eta = sum w (exp(-kappa) T_L(kappa_h) + rho)
 (scaled truncation bound plus a round-off allowance rho = (64 + sqrt(n)/8) u, calibrated

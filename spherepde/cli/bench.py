@@ -30,6 +30,15 @@ def _print_report(r: dict) -> None:
     d = r["d_particles"]
     print(f"(d) particle step n = {d['n']}, H = {d['H']}, Euler: {d['speedup']:.1f}x vs batched NumPy "
           f"({d['t_step_solver_s'] * 1e3:.2f} vs {d['t_step_numpy_s'] * 1e3:.2f} ms); sums alone {d['speedup_sums_only']:.1f}x   target >= 5x")
+    e = r["e_density_study"]
+    print("(e) density-level paper OU study, H = 100, order 2, Euler (one step per 0.01)   goal: T = 20 path <= 300 s at 20,480 cells")
+    for c in e["cases"]:
+        p = c["projected_T20_s"]
+        d = c["differences_vs_direct_after_2_steps"]["fused"]
+        share = ", ".join(f"{k.strip('_').replace('_kernel', '')} {v:.0%}" for k, v in c["fused_time_share"].items())
+        print(f"    {c['cells']:6d} cells: T = 20 path {p['fused']:6.0f} s (NumPy route {p['numpy']:6.0f} s, direct {p['direct']:7.0f} s): "
+              f"{c['speedup_vs_numpy']:.1f}x and {c['speedup_vs_direct']:.0f}x; vs direct rho {d['rho_max_rel']:.0e}, E {d['energy_rel']:.0e}, "
+              f"G2 {d['G2_rel']:.0e}; time: {share}")
     print("targets met: " + ", ".join(f"{k} {'yes' if v else ('n/a' if v is None else 'NO')}" for k, v in r["targets_met"].items()))
     print(f"wall time {r['wall_time_s']:.0f} s")
 
@@ -46,7 +55,7 @@ def cmd_bench(args) -> int:
 def register(sub, common) -> None:
     b = sub.add_parser("bench", help="performance ratios (direct vs NumPy, fast vs direct, mesh-step scaling, particles)")
     b.add_argument("--json", action="store_true", help="print the report as JSON")
-    b.add_argument("--quick", action="store_true", help="fewer sizes and heads (~10 s instead of ~1 min)")
+    b.add_argument("--quick", action="store_true", help="fewer sizes and heads (~20 s instead of ~4 min)")
     common(b)
     b.set_defaults(func=cmd_bench)
 

@@ -9,14 +9,16 @@
 (c) the cost of one mesh-solver step (fast summation) against the number of cells,
     with the fitted exponent of t ~ N^p;
 (d) one step of the particle solver on the paper's experiment (n = 200, H = 100,
-    Euler, OU weights) against a plain batched NumPy implementation of the same update.
+    Euler, OU weights) against a plain batched NumPy implementation of the same update;
+(e) the density-level paper study at H = 100 (:func:`bench_density_study`): the fused
+    mesh route against the NumPy route and direct summation, per step and per T = 20 path.
 
 Times are minima over repeats in which both contenders run alternately (so a loaded
 machine slows both alike); only the ratios are meant to be compared across machines.
 NumPy baselines are timed with OpenBLAS at its default thread count and at one thread
 (set through ctypes where possible), and the faster of the two is used.
 The report carries the core count, the Numba threading layer and the load average.
-``--quick`` uses fewer sizes and heads (~10 s; the full run ~1 min on 2 cores). The same code runs as
+``--quick`` uses fewer sizes and heads (~20 s; the full run ~4 min on 2 cores, most of it the direct-sum step of (e) on 20,480 cells). The same code runs as
 ``python benchmarks/bench.py``.
 """
 
@@ -354,6 +356,98 @@ def bench_particles(quick: bool) -> dict:
     }
 
 
+def bench_density_study(quick: bool) -> dict:
+    """(e) the paper's OU regime at the density level, H = 100 (issue 18): one Euler step
+    per weight-grid step (0.01) of the mesh solver, second order, on icosphere levels 16
+    (5,120 cells) and 32 (20,480; full run only), three routes stepped alternately from
+    the same state:
+
+    * ``fused``: the default (fast sums with per-block degrees, moments at
+      ``diagnostics_tol`` = 1e-6, the fused rate kernel);
+    * ``numpy``: the same sums with every moment at ``summation_tol`` and the NumPy
+      head reductions (``velocity_from_fields``, ``state_rates``), the route before;
+    * ``direct``: direct summation (one step; O(N^2 H)).
+
+    Reports the wall per step and per unit time, the projected T = 20 path, the ratios,
+    the largest differences of rho, E and G^2 between the routes after the steps, and
+    where the fused route's time goes (cProfile of its steps)."""
+    import cProfile
+    import pstats
+    from pathlib import Path
+
+    from spherepde.runs.config import load_config
+    from spherepde.runs.examples import __file__ as examples_file
+    from spherepde.runs.runner import build_mesh, build_weight_path, build_solver
+
+    levels = (16,) if quick else (16, 32)
+    steps = 5 if quick else 6
+    rows = []
+    for level in levels:
+        cfg = load_config(Path(examples_file).parent / "paper-ou-mesh.toml",
+                          {"model.H": 100, "mesh.level": level, "solver.order": 2, "solver.integrator": "euler", "solver.T": 1.0})
+        path = build_weight_path(cfg)
+        mesh = build_mesh(cfg)
+        solvers = {name: build_solver(cfg, path, mesh=mesh) for name in ("fused", "numpy", "direct")}
+        solvers["numpy"]._numpy_rates = True
+        solvers["numpy"].diagnostics_tol = None
+        solvers["direct"].summation = "direct"
+        for s in solvers.values():  # compile and cache the first evaluation
+            s.step(1.0)
+        times = {name: [] for name in solvers}
+        for k in range(steps):
+            for name, s in solvers.items():
+                if name == "direct" and k > 0:
+                    continue
+                t = time.perf_counter()
+                s.step(1.0)
+                times[name].append(time.perf_counter() - t)
+        ref = solvers["direct"]
+        n_common = 2  # steps every route took (the warm-up one and the first timed one)
+        # the direct route stopped after n_common steps: compare the others at that state
+        diffs = {}
+        twins = {name: build_solver(cfg, path, mesh=mesh) for name in ("fused", "numpy")}
+        twins["numpy"]._numpy_rates = True
+        twins["numpy"].diagnostics_tol = None
+        r_ref = ref.record()
+        for name, s in twins.items():
+            for _ in range(n_common):
+                s.step(1.0)
+            r = s.record()
+            diffs[name] = {
+                "rho_max_rel": float(np.max(np.abs(s.rho - ref.rho)) / np.max(ref.rho)),
+                "energy_rel": abs(r["energy"] - r_ref["energy"]) / abs(r_ref["energy"]),
+                "G2_rel": abs(r["G2"] - r_ref["G2"]) / abs(r_ref["G2"]),
+                "dEdt_rel": abs(r["dEdt_partial"] - r_ref["dEdt_partial"]) / max(abs(r_ref["dEdt_partial"]), 1e-300),
+            }
+        prof = cProfile.Profile()
+        s = solvers["fused"]
+        prof.enable()
+        for _ in range(2):
+            s.step(1.0)
+        prof.disable()
+        st = pstats.Stats(prof).stats
+        total = sum(v[2] for v in st.values())
+        parts = {}
+        for (_file, _line, fn), v in st.items():
+            if fn in ("_target_kernel", "_source_kernel", "_rates_kernel", "_kappa_max_kernel", "_reconstruct_kernel", "_fv_rhs_kernel", "_cfl_kernel"):
+                parts[fn] = parts.get(fn, 0.0) + v[2]
+        share = {k: v / total for k, v in sorted(parts.items(), key=lambda kv: -kv[1])}
+        share["other"] = max(0.0, 1.0 - sum(share.values()))
+        med = {name: float(np.median(t)) for name, t in times.items()}
+        dt = path.dt
+        rows.append({
+            "level": level, "cells": mesh.n_cells, "H": 100, "order": 2, "integrator": "euler", "step": dt,
+            "s_per_step": med,
+            "s_per_unit_time": {k: v / dt for k, v in med.items()},
+            "projected_T20_s": {k: 20.0 * v / dt for k, v in med.items()},
+            "speedup_vs_numpy": med["numpy"] / med["fused"],
+            "speedup_vs_direct": med["direct"] / med["fused"],
+            "differences_vs_direct_after_2_steps": diffs,
+            "fused_time_share": share,
+        })
+    return {"cases": rows, "goal_T20_s": 300.0}
+
+
 def run_benchmarks(quick: bool = False, progress=None) -> dict:
     """All four figures and the targets met, as a JSON-serialisable dict."""
     say = progress or (lambda msg: None)
@@ -374,6 +468,8 @@ def run_benchmarks(quick: bool = False, progress=None) -> dict:
     report["c_mesh_step_scaling"] = bench_mesh_scaling(quick)
     say("(d) particle solver vs NumPy ...")
     report["d_particles"] = bench_particles(quick)
+    say("(e) density-level paper study, H = 100 ...")
+    report["e_density_study"] = bench_density_study(quick)
     report["wall_time_s"] = time.perf_counter() - t0
     a = report["a_direct_vs_numpy"]
     b = [r for r in report["b_fast_vs_direct"] if r["density"] == "random"]
@@ -384,6 +480,7 @@ def run_benchmarks(quick: bool = False, progress=None) -> dict:
         "b_errors_le_1e-8": all(r["max_rel_err_Z"] <= TARGETS["b_max_error"] and r["max_err_v"] <= TARGETS["b_max_error"] for r in report["b_fast_vs_direct"]),
         "c_exponent_le_1.2": report["c_mesh_step_scaling"]["exponent"] <= TARGETS["c_exponent"],
         "d_particles_ge_5x": report["d_particles"]["speedup"] >= TARGETS["d_particles_vs_numpy"],
+        "e_T20_path_le_300s_at_20480": next((c["projected_T20_s"]["fused"] <= 300.0 for c in report["e_density_study"]["cases"] if c["cells"] == 20480), None),
     }
     report["targets"] = TARGETS
     report["targets_met"] = met
