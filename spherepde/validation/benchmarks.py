@@ -377,7 +377,7 @@ def bench_density_study(quick: bool) -> dict:
 
     from spherepde.runs.config import load_config
     from spherepde.runs.examples import __file__ as examples_file
-    from spherepde.runs.runner import build_mesh, build_weight_path, build_solver
+    from spherepde.runs.runner import build_mesh, build_solver, build_weight_path
 
     levels = (16,) if quick else (16, 32)
     steps = 5 if quick else 6
