@@ -368,3 +368,24 @@ def test_config_keys_reach_the_solver():
         default_config().with_overrides({"solver.summation": "exact"})
     with pytest.raises(ConfigError, match="summation_tol"):
         default_config().with_overrides({"solver.summation_tol": 0.0})
+
+
+@pytest.mark.parametrize("log_form", [False, True])
+def test_far_head_between_expanded_heads(log_form):
+    """A head too large for the expansion, between two expanded ones: only the expanded
+    heads go through the target kernel, the far one is summed directly, and every head
+    lands in its own column (scaled and log forms)."""
+    rng = np.random.default_rng(12)
+    X = _unit(rng, 3000)
+    w = rng.random(3000)
+    A = np.stack([2.0 * np.eye(3), 40.0 * np.eye(3), np.diag([1.0, 3.0, -2.0])])
+    C, Z, M, Q, info = fs.moments(X, X, w, A, want_q=True, log_form=log_form)
+    assert info.path == "mixed" and info.degrees[1] == -1 and min(info.degrees[0], info.degrees[2]) > 0
+    Zr, Mr, Qr = attention_moments_reference(X, X, w, A, want_q=True)
+    if log_form:
+        lz, mb, qb = Z, M, Q
+    else:
+        lz, mb, qb = np.log(Z) + C, M / Z[..., None], Q / Z
+    assert np.max(np.abs(lz - np.log(Zr))) <= 1e-10
+    assert np.max(np.abs(mb - Mr / Zr[..., None])) <= 1e-10
+    assert np.max(np.abs(qb - Qr / Zr)) <= 1e-10

@@ -165,12 +165,12 @@ def _round_up(kappa: float) -> float:
     return math.ceil(max(float(kappa), 0.0) * 64.0) / 64.0
 
 
-@functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=1 << 16)
 def _tail_cached(kappa_q: float, L: int) -> float:
     return tail_bound(kappa_q, L)
 
 
-@functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=1 << 16)
 def _choose_degree_cached(kappa_q: float, tol: float, l_max: int) -> int:
     if tol < 1.0 and kappa_q > 2.0 * l_max + 2.0:  # e^kappa T_L(kappa) >> 1 for every L <= l_max
         return -1
@@ -904,14 +904,23 @@ def moments(X, Y, w, A, *, want_q=False, tol=1e-10, tol_moments=None, mode="fast
     deg_z, tail_z = degree_table(kfit, tol, l_max)
     deg_m, tail_m = degree_table(kfit, tol_m, l_max)
     S = source_moments(Y, w, max(degrees), want_q)
-    C = np.empty((m, H))
-    Z = np.empty((m, H))
-    Mom = np.empty((m, H, 3))
-    Q = np.empty((m, H) if want_q else (0, 0))
-    bad = np.zeros((m, H), dtype=np.uint8)
-    _target_kernel(X, A, np.ascontiguousarray(S), bool(want_q), deg_z, deg_m, tail_z, tail_m, wsum, tol, tol_m,
+    near = [h for h in range(H) if degrees[h] >= 0]
+    An = A if not far else np.ascontiguousarray(A[near])  # the far heads are summed directly below
+    Hn = An.shape[0]
+    C = np.empty((m, Hn))
+    Z = np.empty((m, Hn))
+    Mom = np.empty((m, Hn, 3))
+    Q = np.empty((m, Hn) if want_q else (0, 0))
+    bad = np.zeros((m, Hn), dtype=np.uint8)
+    _target_kernel(X, An, np.ascontiguousarray(S), bool(want_q), deg_z, deg_m, tail_z, tail_m, wsum, tol, tol_m,
                    _round_allowance(Y.shape[0]), bool(log_form), *_legendre_tables(int(deg_z.max())), C, Z, Mom, Q, bad)
-    bad[:, far] = 0
+    if far:  # back to all H heads
+        full = [np.empty((m, H)), np.empty((m, H)), np.empty((m, H, 3)), np.empty((m, H) if want_q else (0, 0)),
+                np.zeros((m, H), dtype=np.uint8)]
+        for arr, part in zip(full, (C, Z, Mom, Q, bad)):
+            if arr.size:
+                arr[:, near] = part
+        C, Z, Mom, Q, bad = full
     info.path = "fast" if not far else "mixed"
 
     def put(idx, h, res):

@@ -36,7 +36,7 @@ def _print_report(r: dict) -> None:
         p = c["projected_T20_s"]
         d = c["differences_vs_direct_after_2_steps"]["fused"]
         share = ", ".join(f"{k.strip('_').replace('_kernel', '')} {v:.0%}" for k, v in c["fused_time_share"].items())
-        print(f"    {c['cells']:6d} cells: T = 20 path {p['fused']:6.0f} s (NumPy route {p['numpy']:6.0f} s, direct {p['direct']:7.0f} s): "
+        print(f"    {c['cells']:6d} cells: T = 20 path (projected from t = 0) {p['fused']:6.0f} s (NumPy route {p['numpy']:6.0f} s, direct {p['direct']:7.0f} s): "
               f"{c['speedup_vs_numpy']:.1f}x and {c['speedup_vs_direct']:.0f}x; vs direct rho {d['rho_max_rel']:.0e}, E {d['energy_rel']:.0e}, "
               f"G2 {d['G2_rel']:.0e}; time: {share}")
     print("targets met: " + ", ".join(f"{k} {'yes' if v else ('n/a' if v is None else 'NO')}" for k, v in r["targets_met"].items()))

@@ -368,7 +368,9 @@ def bench_density_study(quick: bool) -> dict:
       head reductions (``velocity_from_fields``, ``state_rates``), the route before;
     * ``direct``: direct summation (one step; O(N^2 H)).
 
-    Reports the wall per step and per unit time, the projected T = 20 path, the ratios,
+    Reports the wall per step and per unit time, the T = 20 path projected from these first
+    steps (an overestimate: the initial D_h = G + G^T have larger norms, hence higher
+    expansion degrees, than the OU stationary state later in the run), the ratios,
     the largest differences of rho, E and G^2 between the routes after the steps, and
     where the fused route's time goes (cProfile of its steps)."""
     import cProfile
