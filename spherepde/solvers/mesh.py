@@ -104,10 +104,6 @@ class _Stage:
 
 
 class MeshSolver:
-    #: use the NumPy route (velocity_from_fields, state_rates) instead of the fused kernel
-    #: :func:`spherepde.model.fused.fused_rates` (a reference for tests and benchmarks)
-    _numpy_rates = False
-
     """Finite-volume solver of the Transformer PDE on a sphere mesh (see module docstring).
 
     Parameters
@@ -142,6 +138,10 @@ class MeshSolver:
     ----------
     t : float, step_count : int, rho : (nc,) array, dt_last : float.
     """
+
+    #: use the NumPy route (velocity_from_fields, state_rates) instead of the fused kernel
+    #: :func:`spherepde.model.fused.fused_rates` (a reference for tests and benchmarks)
+    _numpy_rates = False
 
     def __init__(
         self,
