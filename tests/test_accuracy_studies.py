@@ -135,12 +135,51 @@ def test_mesh_convergence_exponents(mconv):
     assert e["mesh_tavg"][0][0] == res["paths"][0]["mesh"][f"L{e['level']}-o{e['order']}"]["tavg"]
 
 
+def test_mesh_convergence_coarse_level_per_H(mconv):
+    """At every H the b_level value is compared with one level coarser; the change is what the
+    report quotes as the bound on the b_level error at that H."""
+    _, res = mconv
+    e = res["exponent"]
+    lc = res["params"]["b_coarse_level"]
+    assert e["coarse_level"] == lc and lc * 2 <= e["level"]
+    for i, H in enumerate(e["H"]):
+        assert len(e["coarse_tavg"][i]) == len(e["mesh_tavg"][i])
+        ch = [(m - c) / m for m, c in zip(e["mesh_tavg"][i], e["coarse_tavg"][i])]
+        assert e["coarse_change"][i] == pytest.approx(ch)
+        assert e["coarse_change_max"][i] == pytest.approx(max(abs(x) for x in ch))
+    # H = 1 reuses the convergence runs at the coarse level when that level is among them
+    if f"L{lc}-o{e['order']}" in res["paths"][0]["mesh"]:
+        assert e["coarse_tavg"][0][0] == res["paths"][0]["mesh"][f"L{lc}-o{e['order']}"]["tavg"]
+    # the summary says whether the bar holds at every H, from these numbers
+    ok = all(c <= res["params"]["bar"] for c in e["coarse_change_max"])
+    assert ("within the 5% bar at every H" if ok else "NOT shown to be within the 5% bar at every H") in res["summary"]
+
+
+def test_paper_example_discretisation_is_what_the_study_reads():
+    """The study's sentence about the paper examples reads their packaged config, so it cannot go stale."""
+    import tomllib
+    from importlib import resources
+
+    from spherepde.validation.mesh_convergence import SIZES, paper_example_discretisation
+
+    ex = paper_example_discretisation()
+    for name in ("paper-ou-mesh", "paper-oscillating-mesh"):
+        cfg = tomllib.loads(resources.files("spherepde.runs.examples").joinpath(f"{name}.toml").read_text())
+        assert (cfg["mesh"]["level"], cfg["solver"]["order"], cfg["solver"]["integrator"]) == (ex["level"], ex["order"], ex["integrator"])
+    # the full study runs exactly that discretisation, at H = 1 (levels) and at every H (exponent)
+    full = SIZES["full"]
+    assert ex["level"] in full["levels"] and ex["order"] in full["orders"] and full["integrators"][str(ex["order"])] == ex["integrator"]
+    assert (full["b_level"], full["b_order"]) == (ex["level"], ex["order"])
+
+
 def test_mesh_convergence_preconditions():
     import spherepde.validation.mesh_convergence as mod
     from spherepde.validation.common import StudyPreconditionError
 
     with pytest.raises(StudyPreconditionError, match="at least 3 mesh levels"):
         mod.run("smoke", levels=(4, 8))
+    with pytest.raises(StudyPreconditionError, match="b_coarse_level"):
+        mod.run("smoke", levels=(2, 4, 8), n_list=(20, 40), paths=1, b_level=4, b_coarse_level=3, b_H=(1, 2), T=0.02, t_avg=0.0)
     with pytest.raises(StudyPreconditionError, match="constant factor"):
         mod.run("smoke", levels=(2, 4, 6), n_list=(20, 40), b_H=(), T=0.02, t_avg=0.0)
 

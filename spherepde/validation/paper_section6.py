@@ -18,8 +18,10 @@ the energy balance along path 0 (Delta E, int G^2, int d_tE, M_t, the paper-form
 exact chain-rule residuals); token snapshots at T - 4, T - 2, T (t = 16, 18, 20 for T = 20)
 for the largest H.
 
-Density level: the mesh solver (:class:`spherepde.solvers.mesh.MeshSolver`, first-order
-upwind) from the octahedral density (:func:`spherepde.geometry.densities.octahedral`) and the
+Density level: the mesh solver (:class:`spherepde.solvers.mesh.MeshSolver` at ``mesh_level``
+and ``mesh_order``: first-order upwind in the smoke and quick sizes, the paper examples'
+level 32 at order 2 in the full size, the discretisation the mesh_convergence study found
+within 5 % of the converged <G^2> at every H) from the octahedral density (:func:`spherepde.geometry.densities.octahedral`) and the
 particle solver (octahedral tokens, Euler) on the SAME weight path, generated once per
 (regime, H, seed) on a coarser grid (``mesh_weights_dt``, exact OU transition / exact
 oscillating relaxation) because mesh steps never cross weight grid points; compared
@@ -40,9 +42,11 @@ Every "REPRODUCED" / "NOT reproduced" in the summary is generated from the claim
 Cost (2 shared cores): smoke ~5 s (T = 5, n = 100, H = 1, 4; mesh level 3); quick ~3--4 min (T = 10 and dt = 0.02 instead of the
 paper's 20 and 5e-3, 4/4/2 OU paths and 2 oscillating paths per H, mesh level 8 to T = 5);
 full (the paper's T and dt, 20 OU and 5 oscillating paths per H for the particles; mesh
-level 16 to T = 20 with H = 1, 10, 100 and 5 OU / 2 oscillating paths per H): about 15 min
-for the particle part and 40 min for the mesh part here (an H = 100 mesh run of 1,000 steps
-on 5,120 cells takes about 3 min).
+level 32, order 2, to T = 20 with H = 1, 10, 100 and 5 OU / 2 oscillating paths per H): about
+15 min for the particle part and, estimated from single runs (an H = 100 run on 20,480 cells
+at order 2 takes about 8.5 min, an H = 10 run 80 s), about 2 h for the mesh part here. The
+report in validation/report-full/paper_section6 was made at the former full size, level 16
+at order 1 (5,120 cells; 40 min for the mesh part).
 """
 
 from __future__ import annotations
@@ -71,6 +75,7 @@ SIZES = {
         "snapshots": (3.0, 4.0, 5.0),
         "mesh": True,
         "mesh_level": 3,
+        "mesh_order": 1,
         "mesh_T": 5.0,
         "mesh_weights_dt": 0.02,
         "mesh_H": (1, 4),
@@ -94,6 +99,7 @@ SIZES = {
         "snapshots": (6.0, 8.0, 10.0),
         "mesh": True,
         "mesh_level": 8,
+        "mesh_order": 1,
         "mesh_T": 5.0,
         "mesh_weights_dt": 0.02,
         "mesh_H": (1, 10),
@@ -116,10 +122,11 @@ SIZES = {
         "t_avg": 2.5,
         "snapshots": (16.0, 18.0, 20.0),
         "mesh": True,
-        "mesh_level": 16,
+        "mesh_level": 32,  # the paper examples' discretisation, settled by mesh_convergence (level 32, order 2)
+        "mesh_order": 2,
         "mesh_T": 20.0,
         "mesh_weights_dt": 0.02,
-        "mesh_H": (1, 10, 100),  # H = 100 on 5120 cells: ~0.4 s per step, ~6 min per run here
+        "mesh_H": (1, 10, 100),  # H = 100 on 20,480 cells at order 2: ~0.3 s per step, ~8.5 min per run here
         "mesh_regimes": ("ou", "osc-shift", "osc-in-phase"),
         "mesh_paths": {"ou": 5, "osc": 2},
         "mesh_integrator": "euler",
@@ -279,7 +286,7 @@ def _mesh(p, log) -> dict:
     wdt = float(p["mesh_weights_dt"])
     rdt = float(p["mesh_record_dt"])
     times = [float(x) for x in np.round(np.arange(0.0, T + 0.5 * rdt, rdt) / wdt) * wdt]
-    out = {"level": int(p["mesh_level"]), "cells": mesh.n_cells, "h": float(mesh.h), "T": T, "weights_dt": wdt, "runs": {}}
+    out = {"level": int(p["mesh_level"]), "order": int(p["mesh_order"]), "cells": mesh.n_cells, "h": float(mesh.h), "T": T, "weights_dt": wdt, "runs": {}}
     snap_t = [float(s) for s in p.get("snapshots", ()) if float(s) <= T + 1e-9]
     Hmax = max(p["mesh_H"])
     for regime in p["mesh_regimes"]:
@@ -290,7 +297,7 @@ def _mesh(p, log) -> dict:
                 seed = _seed(regime, H, j, base=7_000_000)
                 path = generate_weight_path(_process(regime), H=H, d=3, T=T, dt=wdt, seed=seed, init="gaussian", sign=-1.0, scheme="exact")
                 t0 = time.perf_counter()
-                ms = MeshSolver(mesh, rho0, path, order=1, integrator=p["mesh_integrator"], cfl=0.5)
+                ms = MeshSolver(mesh, rho0, path, order=int(p["mesh_order"]), integrator=p["mesh_integrator"], cfl=0.5)
                 mrows = []
                 for t in times:
                     if t > ms.t:
@@ -495,8 +502,9 @@ def _summary(res) -> str:
         for v in m["runs"].values():
             rows.append([v["regime"], v["H"], v["path"], v["G2_rel_diff_t0"], v["mesh_tavg"], v["particles_tavg"], v["mesh_tavg_half"], v["particles_tavg_half"], v["G2_rel_L2_diff"]])
         L.append(
-            f"\nDensity level: mesh icosphere level {m['level']} ({m['cells']} cells, h = {m['h']:.3g}), first-order upwind "
-            f"({p['mesh_integrator']}), from the octahedral density (sigma = 0.05, i.e. bumps {0.05 / m['h']:.2g} cells wide: "
+            f"\nDensity level: mesh icosphere level {m['level']} ({m['cells']} cells, h = {m['h']:.3g}), "
+            + ("first-order upwind " if m.get("order", 1) == 1 else "second order (limited linear reconstruction) ")
+            + f"({p['mesh_integrator']}), from the octahedral density (sigma = 0.05, i.e. bumps {0.05 / m['h']:.2g} cells wide: "
             f"under-resolved), against n = {p['n']} particles on the SAME weight path (grid dt = {m['weights_dt']:g}, "
             f"exact OU / oscillating transition -- coarser than the paper's 5e-3 because mesh steps never cross grid points), "
             f"T = {m['T']:g}:\n"
