@@ -22,8 +22,14 @@ from spherepde.attention.direct import direct_scaled
 __all__ = ["SUMMATION_MODES", "attention_moments"]
 
 #: ``summation="auto"`` does not consider the fast path below this many (target, source,
-#: head) triples (the fast path pays from about 10^4 x 10^4 points).
-_AUTO_MIN_WORK = 20_000_000
+#: head) triples; above it the cost model of :func:`spherepde.attention.harmonic.predicted_costs`
+#: decides. Measured side by side on the idle 2-core machine (``spherepde bench`` entry
+#: b_auto_crossover, log form with Q): the fast path is 1.8x / 3.4x / 2.0x / 2.6x faster at
+#: 640 / 1,280 / 2,000 / 3,000 points with one head and 3.2x at 1,280 with ten; the cost
+#: model is conservative and picks it from 3,000 points (one head) and 1,280 (ten heads).
+#: With a second process competing for the cores the fast path's several parallel regions
+#: lose more than the direct kernel's one (0.8-0.9x at those two sizes).
+_AUTO_MIN_WORK = 1_000_000
 
 
 #: Values of the ``summation`` argument (see :func:`attention_moments`).

@@ -23,6 +23,10 @@ def _print_report(r: dict) -> None:
     for x in r["b_fast_vs_direct"]:
         print(f"    N = {x['N']:6d}  H = {x['H']}  {x['density']:9s}: {x['speedup']:6.1f}x   max rel err Z {x['max_rel_err_Z']:.1e}, "
               f"max err v {x['max_err_v']:.1e}, degrees {x['degrees']}, rechecked {x['rechecked_pairs']}")
+    print("(b') where summation = 'auto' switches to the fast sums (log form, with Q)")
+    for x in r.get("b_auto_crossover", []):
+        pred = "-" if x["predicted_speedup"] is None else f"{x['predicted_speedup']:.1f}x"
+        print(f"    N = {x['N']:6d}  H = {x['H']:3d}: fast {x['speedup']:5.1f}x faster than direct (model {pred}); auto picks {x['auto_picks']}")
     c = r["c_mesh_step_scaling"]
     print(f"(c) mesh-solver step (fast sums, H = {c['H']}, {c['integrator']}) vs cells: exponent {c['exponent']:.2f}   target <= 1.2")
     for x in c["steps"]:

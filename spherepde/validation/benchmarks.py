@@ -254,6 +254,34 @@ def bench_fast_vs_direct(quick: bool, tol: float = 1e-10) -> list[dict]:
     return out
 
 
+def bench_auto_crossover(quick: bool) -> list[dict]:
+    """(b') where ``summation="auto"`` switches to the fast sums: direct against fast side by side
+    (log form, with Q, as the solvers call them) at small sizes, with the path "auto" picks and
+    the cost model's predicted speed-up. "auto" should pick fast only where it is measured faster."""
+    from spherepde.attention import attention_moments, sums
+    from spherepde.attention import harmonic as fastsum
+
+    cases = [(1, 640), (1, 2000), (10, 1280)] if quick else [(1, 640), (1, 1280), (1, 2000), (1, 3000), (10, 640), (10, 1280), (10, 2000)]
+    rng = np.random.default_rng(5)
+    out = []
+    for H, n in cases:
+        G = rng.standard_normal((H, 3, 3))
+        A = G + G.transpose(0, 2, 1)  # the paper's D(0) = G + G^T
+        Y = rng.standard_normal((n, 3))
+        Y /= np.linalg.norm(Y, axis=1, keepdims=True)
+        w = np.full(n, 1.0 / n)
+        td, tf = _side_by_side(lambda: attention_moments(Y, Y, w, A, want_q=True, log=True, summation="direct"),
+                               lambda: attention_moments(Y, Y, w, A, want_q=True, log=True, summation="fast"), 5)
+        if n * n * H < sums._AUTO_MIN_WORK:
+            picked, predicted = "direct", None
+        else:
+            *_, info = fastsum.moments(Y, Y, w, A, want_q=True, mode="auto", log_form=True)
+            picked, predicted = info.path, info.predicted_speedup
+        out.append({"H": H, "N": n, "t_direct_s": td, "t_fast_s": tf, "speedup": td / tf, "auto_picks": picked,
+                    "predicted_speedup": predicted})
+    return out
+
+
 def bench_mesh_scaling(quick: bool) -> dict:
     """(c) one mesh-solver step (fast sums, potential velocity, order 1, SSPRK3, OU weights
     with H = 4) vs the number of cells; exponent p of a least-squares fit t ~ N^p."""
@@ -471,6 +499,8 @@ def run_benchmarks(quick: bool = False, progress=None) -> dict:
     report["a_direct_vs_numpy"] = bench_direct_vs_numpy(quick)
     say("(b) fast vs direct summation ...")
     report["b_fast_vs_direct"] = bench_fast_vs_direct(quick)
+    say("(b') where summation = 'auto' switches to the fast sums ...")
+    report["b_auto_crossover"] = bench_auto_crossover(quick)
     say("(c) mesh-solver step vs cells ...")
     report["c_mesh_step_scaling"] = bench_mesh_scaling(quick)
     say("(d) particle solver vs NumPy ...")
