@@ -795,7 +795,8 @@ def plot(results, out_dir) -> list:
     for ax, rec in zip(axes[0], recs):
         for o in orders:
             cells = [rec["mesh"][_key(lv, o)]["cells"] for lv in levels]
-            ax.semilogx(cells, [rec["mesh"][_key(lv, o)]["tavg"] for lv in levels], "o-" if o == 2 else "s--", label=f"mesh order {o}")
+            ax.semilogx(cells, [rec["mesh"][_key(lv, o)]["tavg"] for lv in levels], "o-" if o == 2 else "s--",
+                        color="C0" if o == 2 else "C1", label=f"mesh order {o}")  # the same colours as the cost panel
         c = rec["conv"]
         if c["clean"]:
             ax.axhline(c["richardson"], color="k", lw=0.8, ls=":", label="Richardson")
@@ -823,7 +824,7 @@ def plot(results, out_dir) -> list:
     paths.append(save_figure(fig, out_dir, "mesh_convergence.png", dpi=110))
     e = results.get("exponent")
     if e and len(e["H"]) >= 2:
-        fig, ax = plt.subplots(figsize=(5, 4), layout="constrained")
+        fig, ax = plt.subplots(figsize=(6, 4.5), layout="constrained")
         Hs = np.asarray(e["H"], float)
         for w, c, mk in (("mesh", "C0", "s"), ("particles", "C1", "o")):
             for i, H in enumerate(e["H"]):
@@ -834,9 +835,9 @@ def plot(results, out_dir) -> list:
                 lab = f"mesh L{e['level']} o{e['order']}" if w == "mesh" else f"tokens n={e['n']}"
                 ax.loglog(Hs, f["a"] * Hs ** f["b"], "-", color=c, label=f"{lab}: b={f['b']:.2f} [{_f(f['ci95'][0], '{:.2f}')}, {_f(f['ci95'][1], '{:.2f}')}]")
         ax.loglog(Hs, e["mesh_mean"][0] * Hs**PAPER_B_OU, "k:", lw=0.8, label="paper b = -1")
-        ax.set_xlabel("H")
-        ax.set_ylabel("<G^2>")
-        legend_outside(ax)
+        ax.set_xlabel("number of heads H")
+        ax.set_ylabel(f"<G^2>, t >= {p['t_avg']:g} (dots: single paths)")
+        ax.legend(loc="lower left", fontsize=8)  # inside: the fitted lines leave the lower left empty
         finish_figure(fig)
         paths.append(save_figure(fig, out_dir, "mesh_convergence_exponent.png", dpi=110))
     return paths
