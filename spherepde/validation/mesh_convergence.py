@@ -824,7 +824,7 @@ def plot(results, out_dir) -> list:
     paths.append(save_figure(fig, out_dir, "mesh_convergence.png", dpi=110))
     e = results.get("exponent")
     if e and len(e["H"]) >= 2:
-        fig, ax = plt.subplots(figsize=(6, 4.5), layout="constrained")
+        fig, ax = plt.subplots(figsize=(8.5, 4.5), layout="constrained")  # room for the axes beside the legend
         Hs = np.asarray(e["H"], float)
         for w, c, mk in (("mesh", "C0", "s"), ("particles", "C1", "o")):
             for i, H in enumerate(e["H"]):
@@ -837,7 +837,7 @@ def plot(results, out_dir) -> list:
         ax.loglog(Hs, e["mesh_mean"][0] * Hs**PAPER_B_OU, "k:", lw=0.8, label="paper b = -1")
         ax.set_xlabel("number of heads H")
         ax.set_ylabel(f"<G^2>, t >= {p['t_avg']:g} (dots: single paths)")
-        ax.legend(loc="lower left", fontsize=8)  # inside: the fitted lines leave the lower left empty
+        legend_outside(ax)  # never over the data (tests/test_pictures.py)
         finish_figure(fig)
         paths.append(save_figure(fig, out_dir, "mesh_convergence_exponent.png", dpi=110))
     return paths
