@@ -32,6 +32,11 @@ __all__ = ["SUMMATION_MODES", "attention_moments"]
 _AUTO_MIN_WORK = 1_000_000
 
 
+def auto_considers_fast(m: int, n: int, H: int) -> bool:
+    """Whether ``summation="auto"`` lets the cost model weigh the fast sums for m targets, n sources, H heads."""
+    return m * n * H >= _AUTO_MIN_WORK
+
+
 #: Values of the ``summation`` argument (see :func:`attention_moments`).
 SUMMATION_MODES = ("direct", "fast", "auto")
 
@@ -84,7 +89,7 @@ def attention_moments(X, Y, w, A, *, want_q: bool = False, log: bool = False, si
         )
     m, d = X.shape
     H = A.shape[0]
-    if summation == "direct" or not simd or d != 3 or (summation == "auto" and m * Y.shape[0] * H < _AUTO_MIN_WORK):
+    if summation == "direct" or not simd or d != 3 or (summation == "auto" and not auto_considers_fast(m, Y.shape[0], H)):
         C, Z, Mom, Q = direct_scaled(X, Y, w, A, want_q, simd)
     else:
         C, Z, Mom, Q, _info = harmonic.moments(X, Y, w, A, want_q=want_q, tol=tol, tol_moments=tol_moments, mode=summation, log_form=log)

@@ -272,7 +272,7 @@ def bench_auto_crossover(quick: bool) -> list[dict]:
         w = np.full(n, 1.0 / n)
         td, tf = _side_by_side(lambda: attention_moments(Y, Y, w, A, want_q=True, log=True, summation="direct"),
                                lambda: attention_moments(Y, Y, w, A, want_q=True, log=True, summation="fast"), 5)
-        if n * n * H < sums._AUTO_MIN_WORK:
+        if not sums.auto_considers_fast(n, n, H):
             picked, predicted = "direct", None
         else:
             *_, info = fastsum.moments(Y, Y, w, A, want_q=True, mode="auto", log_form=True)

@@ -472,9 +472,10 @@ def _exponent(res, p, log) -> dict:
     mesh = icosphere(lv)
     rho0 = densities.octahedral(mesh, float(p["sigma0"]))
     lc = int(p.get("b_coarse_level") or 0)
-    coarse = (icosphere(lc), None) if lc else None
-    if coarse:
-        coarse = (coarse[0], densities.octahedral(coarse[0], float(p["sigma0"])))
+    coarse = None
+    if lc:
+        cmesh = icosphere(lc)
+        coarse = (cmesh, densities.octahedral(cmesh, float(p["sigma0"])))
     out = {"H": Hs, "level": lv, "order": o, "integrator": integ, "cells": int(mesh.n_cells), "n": n, "paths": int(p["b_paths"]),
            "mesh_tavg": [], "particles_tavg": [], "mesh_wall_s": [], "coarse_level": lc, "coarse_tavg": [], "coarse_wall_s": []}
     for H in Hs:
@@ -743,11 +744,13 @@ def _summary(res, p) -> str:
 
 def paper_example_discretisation(name: str = "paper-ou-mesh") -> dict:
     """Mesh level, order and time integrator of a packaged example (what the study's bar is about)."""
-    import tomllib
-    from importlib import resources
+    from pathlib import Path
 
-    cfg = tomllib.loads(resources.files("spherepde.runs.examples").joinpath(f"{name}.toml").read_text())
-    return {"level": int(cfg["mesh"]["level"]), "order": int(cfg["solver"]["order"]), "integrator": str(cfg["solver"]["integrator"])}
+    from spherepde.runs.config import load_config
+    from spherepde.runs.examples import __file__ as examples_file
+
+    cfg = load_config(Path(examples_file).parent / f"{name}.toml")  # the validated config, as a run reads it
+    return {"level": int(cfg.mesh.level), "order": int(cfg.solver.order), "integrator": str(cfg.solver.integrator)}
 
 
 def _paper_example_sentence(res, p) -> str:
