@@ -121,7 +121,7 @@ SIZES = {
     },
     "full": {
         "cases": CASES,
-        "T": {"vmf-ou": 5.0, "vmf-osc": 5.0, "paper-ou-H10": 20.0},
+        "T": {"vmf-ou": 5.0, "vmf-osc": 5.0, "paper-ou-H10": 5.0},
         "weights_dt": 0.01,
         "record_dt": 0.01,
         "levels": (8, 16, 32, 64),
@@ -131,7 +131,7 @@ SIZES = {
         "kappa": 3.0,
         "sigma0": 0.05,
         "n_list": (200, 632, 2000, 6325, 20000),
-        "samples": 5,
+        "samples": 4,
         "particle_integrator": "heun",
         "p2_band": (1.3, 3.5),
         "p1_band": (0.6, 1.6),
