@@ -209,6 +209,30 @@ def test_verbose_reaches_every_study(tmp_path, monkeypatch):
     assert seen == [True, None]
 
 
+def test_overrides_reach_the_named_study_and_are_recorded(tmp_path, monkeypatch):
+    """``run_validation(overrides=...)`` hands the parameters to that study only and says so in the report."""
+    from spherepde.validation import analytic, structure
+    from spherepde.validation import report as validate_cli
+
+    seen = {}
+    for mod in (analytic, structure):
+        real = mod.run
+
+        def spy(size, _real=real, _name=mod.__name__, **kw):
+            seen[_name.rsplit(".", 1)[1]] = dict(kw)
+            return _real(size, **kw)
+
+        monkeypatch.setattr(mod, "run", spy)
+    rep = validate_cli.run_validation("smoke", tmp_path / "a", only=["analytic", "structure"], progress=False,
+                                      overrides={"analytic": {"levels": (8,)}})
+    assert seen == {"analytic": {"levels": (8,)}, "structure": {}}
+    assert rep["meta"]["overrides"] == {"analytic": {"levels": (8,)}}
+    assert "parameters changed from size `smoke`: analytic: levels = (8,)" in (tmp_path / "a" / "report.md").read_text()
+    with pytest.raises(ValueError, match="'structure', which is not among the studies run"):
+        validate_cli.run_validation("smoke", tmp_path / "b", only=["analytic"], progress=False, overrides={"structure": {}})
+    assert not (tmp_path / "b").exists()
+
+
 def test_progress_logger_writes_to_stderr(capsys):
     from spherepde.validation.common import progress_logger
 

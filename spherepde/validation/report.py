@@ -93,7 +93,8 @@ def _progress_printer(enabled: bool):
 
 
 def run_validation(
-    size: str = "quick", out=DEFAULT_OUT, only=None, *, force: bool = False, progress: bool = True, verbose: bool = False
+    size: str = "quick", out=DEFAULT_OUT, only=None, *, force: bool = False, progress: bool = True, verbose: bool = False,
+    overrides: dict | None = None,
 ) -> dict:
     """Run the validation studies and write ``out/report.md`` and ``out/report.json``.
 
@@ -107,6 +108,9 @@ def run_validation(
     progress : print which study is running to stderr.
     verbose : also pass ``verbose=True`` to every study, which then prints one line per
         run it finishes (the long ``--full`` studies take up to an hour each).
+    overrides : ``{study name: {parameter: value}}``, passed to that study's
+        ``run(size, **parameters)`` (for a partial rerun, e.g. one regime of a full study);
+        recorded in ``meta["overrides"]``. Each name must be among the studies run.
 
     Returns
     -------
@@ -131,6 +135,10 @@ def run_validation(
     unknown = [n for n in names if n not in known]
     if unknown:
         raise ValueError(f"unknown study {', '.join(map(repr, unknown))}; known studies: {', '.join(known)}")
+    overrides = {k: dict(v) for k, v in (overrides or {}).items()}
+    stray = [k for k in overrides if k not in names]
+    if stray:
+        raise ValueError(f"overrides for {', '.join(map(repr, stray))}, which is not among the studies run ({', '.join(names)})")
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise OutputExistsError(f"output path {str(out)!r} exists and is not a folder")
@@ -148,6 +156,7 @@ def run_validation(
             "size": size,
             "machine": _machine(),
             "studies_requested": names,
+            "overrides": overrides,
         },
         "studies": {},
     }
@@ -165,7 +174,10 @@ def run_validation(
         try:
             mod = importlib.import_module(modname)
             entry["title"] = getattr(mod, "TITLE", name)
-            results = mod.run(size, verbose=True) if verbose else mod.run(size)
+            kw = dict(overrides.get(name, {}))
+            if verbose:
+                kw["verbose"] = True
+            results = mod.run(size, **kw)
         except StudyPreconditionError as exc:
             entry.update(status="error", error=f"precondition failed: {exc}", precondition=True, wall_s=time.perf_counter() - t0)
             say(f"[{i}/{len(names)}] {name}: ERROR after {entry['wall_s']:.1f} s: {entry['error']}")
@@ -294,6 +306,9 @@ def render_markdown(report: dict) -> str:
         + (f"; 1-min load average at the start {mach['load_average_1min']:.1f}" if "load_average_1min" in mach else "")
         + (f", at the end {mach['load_average_1min_end']:.1f}" if "load_average_1min_end" in mach else ""),
         f"- total wall time: {m['wall_s']:.1f} s",
+        *([f"- parameters changed from size `{m['size']}`: "
+           + "; ".join(f"{n}: " + ", ".join(f"{k} = {v!r}" for k, v in kv.items()) for n, kv in m["overrides"].items())]
+          if m.get("overrides") else []),
         "",
         "## Overview",
         "",
