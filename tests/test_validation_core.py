@@ -209,6 +209,30 @@ def test_verbose_reaches_every_study(tmp_path, monkeypatch):
     assert seen == [True, None]
 
 
+def test_cli_set_changes_a_study_parameter(tmp_path, capsys):
+    """``validate --set STUDY.PARAM=VALUE`` runs just that study with the value; bad keys and values are one-line errors."""
+    import json
+
+    from spherepde.cli.main import main
+
+    out = tmp_path / "r"
+    assert main(["validate", "--smoke", "--set", "analytic.levels=[8]", "--set", "analytic.betas=[1.0]", "--out", str(out), "-q"]) == 0
+    rep = json.loads((out / "report.json").read_text())
+    assert list(rep["studies"]) == ["analytic"] and rep["meta"]["overrides"] == {"analytic": {"levels": [8], "betas": [1.0]}}
+    assert rep["studies"]["analytic"]["results"]["params"]["betas"] == [1.0]
+    capsys.readouterr()
+    for bad, msg in [
+        ("analytic.levls=[8]", "no parameter 'levls' at size 'smoke'; valid: "),
+        ("analytic.levels=eight", "analytic.levels: expected a list like"),
+        ("analytic", "expected STUDY.PARAM=VALUE"),
+        ("nosuch.x=1", "unknown study 'nosuch'"),
+    ]:
+        assert main(["validate", "--smoke", "--set", bad, "--out", str(tmp_path / "x")]) == 2
+        err = capsys.readouterr().err
+        assert msg in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+        assert not (tmp_path / "x").exists()
+
+
 def test_overrides_reach_the_named_study_and_are_recorded(tmp_path, monkeypatch):
     """``run_validation(overrides=...)`` hands the parameters to that study only and says so in the report."""
     from spherepde.validation import analytic, structure

@@ -1,6 +1,6 @@
 """``spherepde validate``: run the validation studies (:mod:`spherepde.validation`) and write a report.
 
-    spherepde validate [--smoke | --quick | --full] [--out DIR] [--only NAME ...] [--force]
+    spherepde validate [--smoke | --quick | --full] [--out DIR] [--only NAME ...] [--force] [--set STUDY.PARAM=VALUE ...]
 
 The studies and the report are :func:`spherepde.validation.report.run_validation`;
 this module only turns options into that call and the result into an exit status:
@@ -20,10 +20,21 @@ from spherepde.validation.report import DEFAULT_OUT, OutputExistsError, headline
 
 
 def cmd_validate(args) -> int:
+    from spherepde.runs.config import ConfigError, parse_override
+
     size = "smoke" if args.smoke else "full" if args.full else "quick"
     try:
-        report = run_validation(size, args.out, args.only, force=args.force, progress=not args.quiet, verbose=args.verbose > 0 and not args.quiet)
-    except (ValueError, OutputExistsError) as exc:
+        overrides: dict = {}
+        for text in args.set or []:
+            if "=" not in text or "." not in text.partition("=")[0]:
+                raise ValueError(f"--set {text!r}: expected STUDY.PARAM=VALUE, e.g. --set 'paper_section6.regimes=[\"ou\"]'")
+            key, value = parse_override(text)
+            study, _, param = key.partition(".")
+            overrides.setdefault(study, {})[param] = value
+        only = args.only or (list(overrides) if overrides else None)
+        report = run_validation(size, args.out, only, force=args.force, progress=not args.quiet, verbose=args.verbose > 0 and not args.quiet,
+                                overrides=overrides)
+    except (ValueError, OutputExistsError, ConfigError) as exc:
         print(f"spherepde: error: {exc}", file=sys.stderr)
         return 2
     out = Path(args.out)
@@ -54,5 +65,8 @@ def register(sub, common) -> None:
     v.add_argument("--out", default=DEFAULT_OUT, help=f"output folder (default: {DEFAULT_OUT}/); must be absent or empty unless --force")
     v.add_argument("--only", nargs="+", metavar="NAME", help="run only these studies")
     v.add_argument("--force", action="store_true", help="write into an existing non-empty output folder")
+    v.add_argument("--set", action="append", metavar="STUDY.PARAM=VALUE",
+                   help="change one parameter of a study's size (TOML value, e.g. --set 'paper_section6.regimes=[\"ou\"]'); "
+                   "repeatable; without --only, runs just the studies named; recorded in the report")
     common(v)
     v.set_defaults(func=cmd_validate)

@@ -139,6 +139,8 @@ def run_validation(
     stray = [k for k in overrides if k not in names]
     if stray:
         raise ValueError(f"overrides for {', '.join(map(repr, stray))}, which is not among the studies run ({', '.join(names)})")
+    for name, kv in overrides.items():
+        _check_overrides(name, size, kv)
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise OutputExistsError(f"output path {str(out)!r} exists and is not a folder")
@@ -222,6 +224,34 @@ def run_validation(
     (out / "report.md").write_text(render_markdown(report))
     save_json(report, out / "report.json")
     return report
+
+
+def _kind(v) -> str:
+    if isinstance(v, bool):
+        return "a boolean"
+    if isinstance(v, (int, float)):
+        return "a number"
+    if isinstance(v, str):
+        return "a string"
+    if isinstance(v, (list, tuple)):
+        return "a list"
+    if isinstance(v, dict):
+        return "a table"
+    return type(v).__name__
+
+
+def _check_overrides(name: str, size: str, kv: dict) -> None:
+    """Each overridden parameter must exist at ``size`` and keep its kind (number, list, ...); ValueError otherwise."""
+    if importlib.util.find_spec(f"spherepde.validation.{name}") is None:
+        return  # reported as missing when it runs
+    sizes = getattr(importlib.import_module(f"spherepde.validation.{name}"), "SIZES", {})
+    params = sizes.get(size, {})
+    for k, v in kv.items():
+        if k not in params:
+            raise ValueError(f"{name}: no parameter {k!r} at size {size!r}; valid: {', '.join(sorted(params))}")
+        was = params[k]
+        if was is not None and v is not None and _kind(v) != _kind(was) and not (_kind(was) == "a number" and _kind(v) == "a number"):
+            raise ValueError(f"{name}.{k}: expected {_kind(was)} like {was!r}, got {v!r}")
 
 
 def _normalise_check(v) -> dict:
