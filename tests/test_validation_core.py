@@ -225,6 +225,7 @@ def test_cli_set_changes_a_study_parameter(tmp_path, capsys):
         ("analytic.levls=[8]", "no parameter 'levls' at size 'smoke'; valid: "),
         ("analytic.levels=eight", "analytic.levels: expected a list like"),
         ("analytic", "expected STUDY.PARAM=VALUE"),
+        ("analytic.betas=[1.0, nan]", "analytic.betas: [1.0, nan] is not finite"),
         ("nosuch.x=1", "unknown study 'nosuch'"),
     ]:
         assert main(["validate", "--smoke", "--set", bad, "--out", str(tmp_path / "x")]) == 2

@@ -240,6 +240,16 @@ def _kind(v) -> str:
     return type(v).__name__
 
 
+def _all_finite(v) -> bool:
+    if isinstance(v, float):
+        return math.isfinite(v)
+    if isinstance(v, (list, tuple)):
+        return all(_all_finite(x) for x in v)
+    if isinstance(v, dict):
+        return all(_all_finite(x) for x in v.values())
+    return True
+
+
 def _check_overrides(name: str, size: str, kv: dict) -> None:
     """Each overridden parameter must exist at ``size`` and keep its kind (number, list, ...); ValueError otherwise."""
     if importlib.util.find_spec(f"spherepde.validation.{name}") is None:
@@ -249,6 +259,8 @@ def _check_overrides(name: str, size: str, kv: dict) -> None:
     for k, v in kv.items():
         if k not in params:
             raise ValueError(f"{name}: no parameter {k!r} at size {size!r}; valid: {', '.join(sorted(params))}")
+        if not _all_finite(v):
+            raise ValueError(f"{name}.{k}: {v!r} is not finite; give finite numbers")
         was = params[k]
         if was is not None and v is not None and _kind(v) != _kind(was) and not (_kind(was) == "a number" and _kind(v) == "a number"):
             raise ValueError(f"{name}.{k}: expected {_kind(was)} like {was!r}, got {v!r}")
