@@ -398,4 +398,6 @@ def test_failed_precondition_is_an_error_not_a_check(tmp_path, monkeypatch, caps
     assert "| fake_nan | Fake study fake_nan | **error** | **error** |" in md
     assert "Study `fake_nan`: **error** after" in md and "precondition failed: fake: G^2 curves" in md
     assert "Traceback" not in md
-    assert "studies with errors: fake_nan" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "studies with errors: fake_nan" in err
+    assert "spherepde: error: fake_nan: precondition failed: fake: G^2 curves: 1 of 2 values are not finite\n" in err and "Traceback" not in err

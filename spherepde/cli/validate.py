@@ -39,6 +39,8 @@ def cmd_validate(args) -> int:
         return 2
     out = Path(args.out)
     print(f"validation ({size}): {headline(report)}", file=sys.stderr)
+    for name, msg in report["errors"].items():  # one line per broken study; the traceback is in report.json
+        print(f"spherepde: error: {name}: {msg}", file=sys.stderr)
     if not args.quiet:
         print(out / "report.md")
     return 1 if report["errors"] else 0
