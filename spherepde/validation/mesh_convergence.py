@@ -218,6 +218,11 @@ def ou_path(H: int, T: float, dt: float, seed: int):
     return generate_weight_path(OUProcess(), H=H, d=3, T=T, dt=dt, seed=seed, init="gaussian", sign=-1.0, scheme="exact")
 
 
+def path_seed(H: int, j: int) -> int:
+    """The seed of OU weight path j with H heads (H = 1: the convergence paths, shared with the exponent part)."""
+    return 8_100_000 + j if H == 1 else 8_100_000 + 1000 * H + j
+
+
 def token_seed(*key: int) -> int:
     """An independent, reproducible token seed for (path, n, sample, ...)."""
     return int(np.random.SeedSequence([int(k) for k in key]).generate_state(1)[0])
@@ -355,7 +360,7 @@ def _convergence(p, log) -> list:
     levels = sorted(int(x) for x in p["levels"])
     out = []
     for j in range(int(p["paths"])):
-        seed = 8_100_000 + j
+        seed = path_seed(1, j)
         path = ou_path(1, T, wdt, seed)
         rec = {"path": j, "seed": seed, "t": times, "mesh": {}, "particles": {}}
         for level in levels:
@@ -489,7 +494,7 @@ def _exponent(res, p, log) -> dict:
                 path = ou_path(1, T, wdt, rec["seed"])
                 seed = rec["seed"]
             else:
-                seed = 8_100_000 + 1000 * H + j if H != 1 else 8_100_000 + j
+                seed = path_seed(H, j)
                 path = ou_path(H, T, wdt, seed)
                 r = run_mesh(mesh, rho0, path, times, order=o, integrator=integ, cfl=float(p["cfl"]))
                 mv.append(time_average(times, r["G2"], ta))

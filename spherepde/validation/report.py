@@ -262,7 +262,7 @@ def _check_overrides(name: str, size: str, kv: dict) -> None:
         if not _all_finite(v):
             raise ValueError(f"{name}.{k}: {v!r} is not finite; give finite numbers")
         was = params[k]
-        if was is not None and v is not None and _kind(v) != _kind(was) and not (_kind(was) == "a number" and _kind(v) == "a number"):
+        if was is not None and _kind(v) != _kind(was):
             raise ValueError(f"{name}.{k}: expected {_kind(was)} like {was!r}, got {v!r}")
 
 

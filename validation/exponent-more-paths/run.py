@@ -1,9 +1,8 @@
 """More weight paths for the OU exponent of the full mesh_convergence run (issue 15).
 
 Runs what ``spherepde.validation.mesh_convergence._exponent`` runs for paths j >= 3 (the
-full report has j = 0, 1, 2): the same seeds rule (H = 1: 8_100_000 + j, else
-8_100_000 + 1000 H + j), mesh level 32 and level 16 at order 2 with Euler, CFL 0.5, and
-3 draws of 200 tokens (Heun) per path, T = 20, <G^2> over t >= 2.5. Appends one row per
+full report has j = 0, 1, 2): the same seeds (``mesh_convergence.path_seed``), mesh
+level 32 and level 16 at order 2 with Euler, CFL 0.5, and 3 draws of 200 tokens (Heun) per path, T = 20, <G^2> over t >= 2.5. Appends one row per
 run to results.csv (so an interrupted run keeps what it finished).
 
     python validation/exponent-more-paths/run.py H:FIRST:LAST [H:FIRST:LAST ...]
@@ -37,7 +36,7 @@ def main(specs):
         for spec in specs:
             H, first, last = (int(x) for x in spec.split(":"))
             for j in range(first, last + 1):
-                seed = 8_100_000 + j if H == 1 else 8_100_000 + 1000 * H + j
+                seed = mc.path_seed(H, j)
                 path = mc.ou_path(H, T, wdt, seed)
                 for lv, (mesh, rho0) in meshes.items():
                     r = mc.run_mesh(mesh, rho0, path, times, order=P["b_order"], integrator=P["integrators"][str(P["b_order"])], cfl=P["cfl"])
