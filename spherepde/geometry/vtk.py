@@ -61,15 +61,19 @@ def _ascii(values) -> str:
 def write_tokens_vtp(X, path, *, t: float | None = None) -> None:
     """Write one token cloud as VTK XML PolyData (.vtp): one vertex per token.
 
-    ``X`` (n, 3) tokens on S^2 (or (n, 2) on S^1, drawn in the plane z = 0). Point data
-    ``token`` (the token's index, the same token in every file of a series); ``t`` goes
-    to the field data ``TimeValue``. Written atomically (temporary file + rename).
+    ``X`` (n, 3) tokens on S^2 (or (n, 2) on S^1, drawn in the plane z = 0; or (n, d) on
+    S^{d-1} with d > 3, of which the first three coordinates are written -- VTK points are
+    three-dimensional -- a projection, noted in the run's run.log). Point data ``token``
+    (the token's index, the same token in every file of a series); ``t`` goes to the
+    field data ``TimeValue``. Written atomically (temporary file + rename).
     """
     X = np.asarray(X, float)
-    if X.ndim != 2 or X.shape[1] not in (2, 3) or X.shape[0] == 0:
-        raise ValueError(f"tokens must have shape (n, 2) or (n, 3) with n >= 1, got {X.shape}")
+    if X.ndim != 2 or X.shape[1] < 2 or X.shape[0] == 0:
+        raise ValueError(f"tokens must have shape (n, d) with d >= 2 and n >= 1, got {X.shape}")
     if X.shape[1] == 2:
         X = np.column_stack([X, np.zeros(len(X))])
+    elif X.shape[1] > 3:
+        X = X[:, :3]
     n = X.shape[0]
     idx = np.arange(n)
     field = ""

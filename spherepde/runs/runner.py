@@ -587,6 +587,9 @@ def _execute(cfg: Config, rf: _RunFolder, solver, path: WeightPath, mesh, *, loc
                     _write_summary(rf, cfg, "running", 0.0)
                     log.info("run %s: solver %s, H = %d, T = %g%s", folder, cfg.run.solver, cfg.model.H, cfg.solver.T,
                              f", about {estimate} steps" if estimate else "")
+                    if cfg.output.vtk and cfg.run.solver != "mesh" and cfg.model.d > 3:
+                        log.info("tokens on S^%d: vtk/tokens_*.vtp hold their first three coordinates (a projection; "
+                                 "snapshots.npz holds all %d)", cfg.model.d - 1, cfg.model.d)
                 if start_record > _n_records(cfg):
                     status = "completed"
                 else:
