@@ -40,7 +40,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["CompareError", "CompareResult", "compare_runs", "check_weight_paths", "default_out", "path_fit_error", "SKIP_COLUMNS"]
+__all__ = ["CompareError", "CompareResult", "compare_runs", "check_dpi", "DPI_RANGE", "MAX_PIXELS", "check_weight_paths", "default_out", "path_fit_error", "SKIP_COLUMNS"]
 
 log = logging.getLogger(__name__)
 
@@ -314,6 +314,72 @@ def _ratio(a: float, b: float) -> float:
 
 
 # ================================================================ the comparison
+#: Resolution of the figures (dots per inch) and the largest image they may make: the
+#: tallest figure (edi: two panels and their differences) is 6.4 x 11.4 inches.
+DPI_RANGE = (10, 1200)
+_MAX_FIGURE_INCHES = (6.4, 11.4)
+MAX_PIXELS = 2**27
+
+
+def check_dpi(dpi) -> int:
+    """``dpi`` as an int in :data:`DPI_RANGE` whose largest figure stays under
+    :data:`MAX_PIXELS`; :class:`CompareError` otherwise (checked before anything is written)."""
+    lo, hi = DPI_RANGE
+    w, h = (round(x * dpi) if isinstance(dpi, (int, float)) and math.isfinite(dpi) else 0 for x in _MAX_FIGURE_INCHES)
+    if isinstance(dpi, bool) or not isinstance(dpi, int) or not lo <= dpi <= hi or w * h > MAX_PIXELS:
+        size = f" (at {dpi} dpi the largest figure would be {w} x {h} pixels)" if w * h > MAX_PIXELS else ""
+        raise CompareError(f"--dpi {dpi!r}: expected a whole number of dots per inch from {lo} to {hi}{size}; e.g. --dpi 150")
+    return dpi
+
+
+def _check_diagnostics(path: Path) -> None:
+    """A diagnostics table must parse: a header with 't' and rows of numbers (a half-written
+    last row of a run still writing is tolerated); CompareError naming the file and row."""
+    try:
+        with open(path, newline="") as fh:
+            rows = list(csv.reader(fh))
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise CompareError(f"{path} cannot be read as a diagnostics table ({' '.join(str(exc).split())}); the run folder is damaged") from None
+    if not rows or "t" not in rows[0]:
+        raise CompareError(f"{path}: row 1 is not a diagnostics header (no column 't'); the run folder is damaged")
+    header, body = rows[0], rows[1:]
+    good = 0
+    for i, r in enumerate(body):
+        problem = None
+        if len(r) != len(header):
+            problem = f"{len(r)} fields for {len(header)} columns"
+        else:
+            for col, x in zip(header, r):
+                try:
+                    float(x)
+                except ValueError:
+                    problem = f"column {col!r} holds {x[:40]!r}, not a number"
+                    break
+        if problem is None:
+            good += 1
+        elif i < len(body) - 1:  # the last row may be half-written by a run still going
+            raise CompareError(f"{path}: row {i + 2}: {problem}; the run folder is damaged")
+    if good == 0:
+        raise CompareError(f"{path} holds no records yet; compare runs that have recorded diagnostics")
+
+
+def _check_folder(folder: Path, kind: str) -> None:
+    """Every file compare reads, checked before anything is read or written."""
+    from spherepde.runs.dataset import RunFileError, check_run_parts
+
+    try:
+        check_run_parts(folder)
+    except RunFileError as exc:
+        raise CompareError(str(exc)) from None
+    if kind == "montecarlo":
+        files = [p / "diagnostics.csv" for p in sorted(folder.glob("path-[0-9]*")) if (p / "diagnostics.csv").is_file()]
+        files += [folder / f"diagnostics_{q}.csv" for q in ("mean", "std", "q05", "q95") if (folder / f"diagnostics_{q}.csv").is_file()]
+    else:
+        files = [folder / "diagnostics.csv"] if (folder / "diagnostics.csv").is_file() else []
+    for f in files:
+        _check_diagnostics(f)
+
+
 def _tracks(folders):
     from spherepde.runs.folders import run_config, run_kind
     from spherepde.viz.plots import load_series, solver_tracks
@@ -327,6 +393,7 @@ def _tracks(folders):
         if not folder.is_dir():
             raise FileNotFoundError(f"run folder {folder} does not exist")
         kind = run_kind(folder)
+        _check_folder(folder, kind)
         s = load_series(folder)
         trs = solver_tracks(s, name)
         tracks += trs
@@ -337,6 +404,11 @@ def _tracks(folders):
 
 
 def _check_out(out: Path, force: bool) -> None:
+    from spherepde.runs.dataset import _run_folder_above
+
+    inside = _run_folder_above(out.resolve())
+    if inside is not None:
+        raise CompareError(f"--out {out} lies inside the run folder {inside}; only 'spherepde run' and 'resume' write into a run folder -- choose another --out")
     if out.exists() and not out.is_dir():
         raise CompareError(f"--out {out} is a file; give a folder")
     if out.is_dir() and any(out.iterdir()) and not force:
@@ -362,6 +434,7 @@ def compare_runs(folders, out=None, *, force: bool = False, formats=("png",), dp
 
     Raises :class:`CompareError` (bad input, nothing written) and FileNotFoundError.
     """
+    check_dpi(dpi)
     folders = [Path(f) for f in folders]
     if not folders:
         raise CompareError("give at least two run folders (or one run.solver = 'both' run)")

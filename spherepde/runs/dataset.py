@@ -26,13 +26,14 @@ CF-style attributes (via h5netcdf: see README, "Results as data").
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
 
-from spherepde.runs.folders import NotARunFolderError, _mc_paths, load_snapshots, run_config, run_kind
+from spherepde.runs.folders import NotARunFolderError, _mc_paths, _snapshot_files, load_snapshots, run_config, run_kind
 
-__all__ = ["COLUMN_ATTRS", "open_run", "open_sweep", "diagnostics_frame", "export_netcdf"]
+__all__ = ["COLUMN_ATTRS", "RunFileError", "check_npz", "check_run_parts", "open_run", "open_sweep", "diagnostics_frame", "export_netcdf"]
 
 _DIMLESS = "1"
 #: Long names and units of the diagnostics columns (CF style: "1" is dimensionless).
@@ -70,13 +71,87 @@ def _xr():
     return xarray
 
 
+class RunFileError(ValueError):
+    """A file of a run folder is damaged or cannot be read (one line naming the file; nothing was written)."""
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
 def _read_csv(path: Path) -> dict[str, np.ndarray]:
     import pandas as pd
 
     if not path.is_file() or path.stat().st_size == 0:
         return {}
-    df = pd.read_csv(path)
-    return {c: df[c].to_numpy(dtype=float) for c in df.columns}
+    try:
+        df = pd.read_csv(path)
+    except (OSError, ValueError, UnicodeDecodeError) as exc:  # pandas' ParserError and EmptyDataError are ValueErrors
+        raise RunFileError(f"{path} cannot be read as a diagnostics table ({_one_line(exc)}); the run folder is damaged") from None
+    out = {}
+    for c in df.columns:
+        try:
+            out[c] = df[c].to_numpy(dtype=float)
+        except (TypeError, ValueError):
+            bad = next((i for i, v in enumerate(df[c]) if not _is_number(v)), 0)
+            raise RunFileError(f"{path}: row {bad + 2}, column {c!r} holds {df[c].iloc[bad]!r}, not a number; the run folder is damaged") from None
+    if "t" not in out:
+        raise RunFileError(f"{path} has no time column 't'; it is not a spherepde diagnostics table")
+    return out
+
+
+def _is_number(v) -> bool:
+    try:
+        float(v)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def check_npz(path: Path) -> None:
+    """Read the .npz archive ``path`` through the safe loader (headers checked before any
+    allocation, no pickles) and check every member's CRC; :class:`RunFileError` naming the
+    file when it is damaged, truncated, forged or holds Python objects."""
+    import zipfile
+
+    from spherepde.model.weights import _open_arrays
+
+    try:
+        if not zipfile.is_zipfile(path):
+            raise ValueError("not a complete .npz archive: truncated, damaged or another kind of file")
+        with _open_arrays(path):
+            pass
+        with zipfile.ZipFile(path) as zf:
+            bad = zf.testzip()
+        if bad is not None:
+            raise ValueError(f"member {bad} fails its checksum")
+    except RunFileError:
+        raise
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile, RuntimeError) as exc:
+        msg = _one_line(exc)
+        if msg.startswith(str(path)):
+            msg = msg[len(str(path)):].lstrip(" :")
+        if msg.startswith("(array "):  # "(array 'A'): holds Python objects ..." -> "array 'A' holds Python objects ..."
+            msg = msg[1:].replace("):", "", 1)
+        raise RunFileError(f"{path} is damaged or unreadable ({msg}); nothing was written") from None
+
+
+def _check_parts(folder: Path, kind: str) -> bool:
+    """Check every array file of a run folder before anything is read or written; a mesh
+    run's snapshots need its mesh.npz. Returns whether the run has snapshots."""
+    snaps = folder / "snapshots.npz"
+    parts = [snaps] if snaps.is_file() else _snapshot_files(folder)
+    has_snapshots = bool(parts)
+    for name in ("mesh.npz", "weights.npz"):
+        if (folder / name).exists():
+            parts.append(folder / name)
+    for p in parts:
+        if not p.is_file():
+            raise RunFileError(f"{p} is not a file; the run folder is damaged")
+        check_npz(p)
+    if has_snapshots and kind == "mesh" and not (folder / "mesh.npz").is_file():
+        raise RunFileError(f"{folder / 'mesh.npz'} is missing: a mesh run's densities cannot be placed without it; the run folder is damaged")
+    return has_snapshots
 
 
 def diagnostics_frame(run_dir):
@@ -104,7 +179,10 @@ def _weights(folder: Path) -> dict:
         return {}
     from spherepde.model.weights import WeightPath
 
-    path = WeightPath.load(p)
+    try:
+        path = WeightPath.load(p)
+    except (OSError, ValueError, KeyError) as exc:
+        raise RunFileError(f"{p} cannot be read as a weight path ({_one_line(exc)}); the run folder is damaged") from None
     dims = ("time_w", "head", "i", "j")
     if path.is_gradient:
         data = {"D": (dims, np.asarray(path.A), {"long_name": "gradient-head matrices D_h(t) (A = D, V = s D)", "units": _DIMLESS})}
@@ -117,15 +195,25 @@ def _weights(folder: Path) -> dict:
             "attrs": {"weights_dt": path.dt, "weights_sign": path.sign, "weights_heads": path.heads, "weights_sigma": path.sigma}}
 
 
+def check_run_parts(run_dir) -> None:
+    """Check the array files of a run folder (a Monte-Carlo folder: of each path) with the
+    safe loader; :class:`RunFileError` naming the first damaged or missing part."""
+    folder = Path(run_dir)
+    kind = run_kind(folder)
+    for f in _mc_paths(folder) if kind == "montecarlo" else [folder]:
+        _check_parts(f, run_kind(f) if f is not folder else kind)
+
+
 def _open_single(folder: Path):
     xr = _xr()
     data_vars, coords, attrs = {}, {}, {}
     kind = run_kind(folder)
     snaps = None
-    try:
-        snaps = load_snapshots(folder)
-    except FileNotFoundError:
-        snaps = None
+    if _check_parts(folder, kind):
+        try:
+            snaps = load_snapshots(folder)
+        except (OSError, ValueError, KeyError) as exc:  # read by the checks above: a content problem (shapes, keys)
+            raise RunFileError(f"{folder}: its snapshots cannot be read ({_one_line(exc)}); the run folder is damaged") from None
     if snaps is not None:
         coords["time"] = ("time", snaps.t, {"long_name": "time of the snapshot", "units": _DIMLESS})
         if snaps.rho is not None:
@@ -207,11 +295,42 @@ def open_sweep(sweep_dir):
     path = Path(sweep_dir) / "results.csv"
     if not path.is_file():
         raise FileNotFoundError(f"{sweep_dir}: no results.csv (is this a sweep folder?)")
-    df = pd.read_csv(path)
+    try:
+        df = pd.read_csv(path)
+    except (OSError, ValueError, UnicodeDecodeError) as exc:
+        raise RunFileError(f"{path} cannot be read as a results table ({_one_line(exc)}); nothing was written") from None
     df.index.name = "run"
     ds = df.to_xarray()
     ds.attrs.update({"title": f"spherepde sweep {Path(sweep_dir).name}", "Conventions": "CF-1.10"})
     return ds
+
+
+def _run_folder_above(path: Path) -> Path | None:
+    """The run folder (a folder carrying the run marker) that ``path`` is or lies in, else None."""
+    from spherepde.runs.folder import MARKER
+
+    for p in (path, *path.parents):
+        try:
+            if (p / MARKER).is_file():
+                return p
+        except OSError:  # a folder we may not look into
+            continue
+    return None
+
+
+def _check_target(target: Path, folder: Path) -> None:
+    """Refuse an export into a run folder (only run and resume write there) or onto a folder."""
+    resolved = target.resolve()
+    if resolved.is_dir():
+        raise IsADirectoryError(f"--netcdf {target} is a folder; give the name of the NetCDF file to write (e.g. {target / 'run.nc'})")
+    inside = _run_folder_above(resolved.parent)
+    if inside is None and folder.is_dir() and resolved.is_relative_to(folder.resolve()):
+        inside = folder
+    if inside is not None:
+        raise PermissionError(
+            f"--netcdf {target} lies inside the run folder {inside}; only 'spherepde run' and 'resume' write into a run folder "
+            "-- write the NetCDF file elsewhere (nothing was written)"
+        )
 
 
 def export_netcdf(run_dir, target, *, force: bool = False) -> Path:
@@ -221,11 +340,14 @@ def export_netcdf(run_dir, target, *, force: bool = False) -> Path:
     interrupted export never leaves a half-written file under the target name.
     """
     target = Path(target)
+    folder = Path(run_dir)
+    _check_target(target, folder)
     if target.exists() and not force:
         raise FileExistsError(f"{target} exists; choose another file or pass --force to overwrite it")
     if target.parent and not target.parent.is_dir():
         raise FileNotFoundError(f"{target.parent}: no such folder for the NetCDF file")
-    folder = Path(run_dir)
+    if not os.access(target.parent, os.W_OK | os.X_OK):
+        raise PermissionError(f"cannot write {target}: the folder {target.parent} is not writable; choose another file")
     ds = open_sweep(folder) if (folder / "results.csv").is_file() and not (folder / "diagnostics.csv").is_file() else open_run(folder)
     tmp = target.with_name(f".{target.name}.tmp")
     try:

@@ -1,0 +1,130 @@
+"""Bad input to the newer commands (issue 28): ``export``, ``compare``, ``validate --set``
+and sweeps answer with one line on stderr naming the file, key or option, exit status 2,
+and write nothing -- no traceback, no MemoryError, no Rust panic, no file in a run folder.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from spherepde.cli.main import main
+from spherepde.runs import runner
+from spherepde.runs.config import default_config
+
+TINY = {"mesh.level": 2, "model.H": 1, "solver.T": 0.04, "output.record_dt": 0.01, "output.snapshot_dt": 0.02, "weights.dt": 0.01, "output.vtk": False}
+
+
+def files_in(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() if p.is_file() else b"" for p in sorted(folder.rglob("*"))}
+
+
+def refused(capsys, folder: Path, *args) -> str:
+    """Run the CLI; assert exit 2, one error line, no traceback and nothing written or changed under ``folder``."""
+    before = files_in(folder)
+    code = main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    assert code == 2, (code, err)
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, f"expected one line, got {err!r}"
+    assert lines[0].startswith("spherepde: error: ")
+    assert "Traceback" not in err + out
+    assert files_in(folder) == before, "bad input must not write anything"
+    return lines[0]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """A tiny mesh run and a particle run on its weight path (module-wide; tests copy before damaging)."""
+    base = tmp_path_factory.mktemp("runs")
+    runner.run(default_config().with_overrides(TINY), out=base / "mesh", progress=False)
+    runner.run(default_config().with_overrides({**TINY, "run.solver": "particles", "initial.n": 8, "weights.process": "file",
+                                                "weights.path_file": str(base / "mesh" / "weights.npz")}), out=base / "tokens", progress=False)
+    return base
+
+
+@pytest.fixture
+def work(runs, tmp_path, monkeypatch):
+    import shutil
+
+    monkeypatch.chdir(tmp_path)
+    for name in ("mesh", "tokens"):
+        shutil.copytree(runs / name, tmp_path / name)
+    return tmp_path
+
+
+# ------------------------------------------------------------------------------ export
+@pytest.mark.parametrize("target", ["mesh/diagnostics.csv", "mesh/run.nc", "mesh/snapshots/x.nc", "tokens/x.nc", "mesh"])
+def test_export_never_writes_into_a_run_folder(capsys, work, target):
+    line = refused(capsys, work, "export", "mesh", "--netcdf", target, "--force")
+    assert "run folder" in line or "is a folder" in line
+
+
+@pytest.mark.parametrize("part", ["snapshots.npz", "mesh.npz", "weights.npz"])
+@pytest.mark.parametrize("damage", ["truncated", "flipped", "pickle"])
+def test_damaged_parts_refuse_export_and_compare_naming_the_file(capsys, work, part, damage):
+    f = work / "mesh" / part
+    data = f.read_bytes()
+    if damage == "truncated":
+        f.write_bytes(data[: len(data) // 2])
+    elif damage == "flipped":  # a byte in the middle of the largest member's data: the archive opens, its checksum fails
+        import zipfile
+
+        with zipfile.ZipFile(f) as zf:
+            info = max(zf.infolist(), key=lambda i: i.compress_size)
+        start = info.header_offset + 30 + len(info.filename.encode()) + len(info.extra)
+        b = bytearray(data)
+        b[start + info.compress_size // 2] ^= 0xFF
+        f.write_bytes(bytes(b))
+    else:
+        np.savez(f, t=np.array([object()], dtype=object))
+    line = refused(capsys, work, "export", "mesh", "--netcdf", "out.nc")
+    assert part in line
+    line = refused(capsys, work, "compare", "mesh", "tokens", "--out", "cmp")
+    assert part in line
+
+
+def test_export_of_a_mesh_run_without_its_mesh_is_refused(capsys, work):
+    (work / "mesh" / "mesh.npz").unlink()
+    line = refused(capsys, work, "export", "mesh", "--netcdf", "out.nc")
+    assert "mesh.npz is missing" in line
+
+
+def test_export_of_garbage_diagnostics_names_the_file_and_row(capsys, work):
+    (work / "tokens" / "diagnostics.csv").write_text("t,energy\n0.0,1.0\nabc,2.0\n")
+    line = refused(capsys, work, "export", "tokens", "--netcdf", "out.nc")
+    assert "diagnostics.csv" in line and "row 3" in line
+
+
+def test_export_of_an_intact_run_still_works(capsys, work):
+    assert main(["export", "mesh", "--netcdf", "out.nc", "-q"]) == 0
+    assert (work / "out.nc").is_file()
+
+
+# ------------------------------------------------------------------------------ compare
+@pytest.mark.parametrize("dpi", ["0", "-3", "5", "1201", "100000"])
+def test_compare_checks_dpi_before_creating_the_output(capsys, work, dpi):
+    line = refused(capsys, work, "compare", "mesh", "tokens", "--out", "cmp", "--dpi", dpi)
+    assert "--dpi" in line and "10 to 1200" in line
+    assert not (work / "cmp").exists()
+
+
+@pytest.mark.parametrize("text, words", [
+    ("t,energy\n0.0,1.0\nabc,2.0\n0.03,1.0\n", ["row 3", "'abc'"]),
+    ("t,energy\n", ["no records"]),
+    ("energy\n1.0\n", ["row 1", "'t'"]),
+    ("t,energy\n0.0\n0.01,1.0,3.0\n0.02,1.0\n", ["row 2", "fields"]),
+])
+def test_compare_garbage_diagnostics_names_the_file_and_row(capsys, work, text, words):
+    (work / "tokens" / "diagnostics.csv").write_text(text)
+    line = refused(capsys, work, "compare", "mesh", "tokens", "--out", "cmp")
+    assert "tokens/diagnostics.csv" in line
+    for w in words:
+        assert w in line
+
+
+def test_compare_never_writes_into_a_run_folder(capsys, work):
+    refused(capsys, work, "compare", "mesh", "tokens", "--out", "mesh/cmp")
+    refused(capsys, work, "compare", "mesh", "tokens", "--out", "tokens", "--force")
