@@ -377,7 +377,8 @@ def test_solver_errors():
     with pytest.raises(ValueError, match="multiple"):
         ParticleSolver(X0, path, dt=0.015)
     with pytest.raises(ValueError, match="multiple"):
-        ParticleSolver(X0, path, dt=0.005)
+        ParticleSolver(X0, path, dt=0.004)
+    assert ParticleSolver(X0, path, dt=0.005).split == 2  # a whole fraction of the grid step
     with pytest.raises(ValueError, match="integrator"):
         ParticleSolver(X0, path, integrator="rk4")
     with pytest.raises(ValueError, match="weights"):
@@ -444,3 +445,63 @@ def test_paper_experiment_small(tmp_path, example, H):
     assert np.abs(diag["edi_exact"]).max() < 0.1 * scale
     if H == 1:
         np.testing.assert_allclose(diag["edi_paper"], diag["edi_exact"], rtol=1e-8, atol=1e-12)
+
+
+# ---------------------------------------------------- the bound on the displacement per step
+def test_speed_bound_bounds_the_velocity():
+    """|v| <= (1/H) sum_h ||V_h||_2 everywhere, at grid times and between them."""
+    from spherepde.model.velocity import head_fields, velocity_from_fields
+    from spherepde.solvers.particles import speed_bound
+
+    path = generate_weight_path(OUProcess(), H=3, d=4, T=0.2, dt=0.01, seed=2, init="beta", beta=6.0)
+    bound = speed_bound(path)
+    X = initial_tokens("vmf", 200, 4, seed=3, kappas=30.0)
+    w = np.full(200, 1 / 200)
+    for t in (0.0, 0.055, 0.2):
+        A, V = path.matrices(t)
+        v = velocity_from_fields(X, head_fields(X, w, A), V)
+        assert np.max(np.linalg.norm(v, axis=1)) <= bound
+    assert bound < 2 * np.max(np.linalg.norm(path.V, ord=2, axis=(-2, -1)))
+
+
+def test_particle_step_chosen_or_refused():
+    from spherepde.solvers.particles import MAX_DISPLACEMENT, particle_step
+
+    path = generate_weight_path(FrozenProcess(), H=1, d=3, T=2.0, dt=1.0, init="beta", beta=10.0)  # |v| <= 10
+    assert particle_step(path) == pytest.approx(1.0 / math.ceil(10 / MAX_DISPLACEMENT))
+    with pytest.raises(ValueError, match=r"solver.dt: the particle step 1 moves a token up to 10 rad .* use solver.dt = 0.02 or smaller"):
+        particle_step(path, 1.0)
+    assert particle_step(path, 0.02) == 0.02
+    small = generate_weight_path(FrozenProcess(), H=1, d=3, T=0.1, dt=0.01, init="beta", beta=4.0)
+    assert particle_step(small) == 0.01  # a stable grid step is kept as it is
+
+
+def test_fraction_of_grid_step_converges_with_noise(X_edi):
+    """dt = grid step / m (OU noise, martingale at the grid points) stays close to dt = grid step."""
+    path = generate_weight_path(OUProcess(), H=1, d=3, T=0.2, dt=0.02, seed=1)
+    rows = []
+    for dt in (0.02, 0.01, 0.005):
+        s = ParticleSolver(X_edi, path, dt=dt, integrator="heun")
+        s.advance(0.2)
+        rows.append((s.X, s.record()))
+    assert np.max(np.abs(rows[2][0] - rows[1][0])) < np.max(np.abs(rows[1][0] - rows[0][0])) < 0.05
+    assert rows[2][1]["martingale"] == pytest.approx(rows[0][1]["martingale"], rel=0.2)
+
+
+def test_cli_refuses_a_token_step_that_jumps_and_chooses_a_stable_one(tmp_path, capsys):
+    """A frozen head with beta = 10 and weights.dt = 1 once ran with steps of up to 10 rad (exit 0)."""
+    from spherepde.cli.main import main
+
+    base = ["--set", "run.solver=particles", "--set", "weights.process=frozen", "--set", "weights.init=beta", "--set", "weights.beta=10",
+            "--set", "weights.dt=1", "--set", "solver.T=2", "--set", "output.record_dt=1", "--set", "output.snapshot_dt=1", "--set", "initial.n=20",
+            "--set", "output.vtk=false"]
+    code = main(["run", "--out", str(tmp_path / "big"), "--set", "solver.dt=1", *base])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "use solver.dt = 0.02 or smaller" in err[0]
+    assert not (tmp_path / "big").exists()
+    code = main(["run", "--out", str(tmp_path / "auto"), *base])
+    assert code == 0, capsys.readouterr().err
+    assert "token step 0.02 = weights.dt / 50" in (tmp_path / "auto" / "run.log").read_text()
+    with open(tmp_path / "auto" / "diagnostics.csv") as fh:
+        steps = [line.split(",")[1] for line in fh][1:]
+    assert [float(x) for x in steps] == [0.0, 50.0, 100.0]

@@ -93,7 +93,7 @@ class MeshSection:
 @dataclass(frozen=True)
 class SolverSection:
     T: float = _f(2.0, "final time", gt=0.0)
-    dt: float = _f(0.0, "particles: step (0: the weight grid step); mesh: fixed step (0: adaptive from cfl)", min=0.0)
+    dt: float = _f(0.0, "particles: step (0: the weight grid step, or a stable fraction of it); mesh: fixed step (0: adaptive from cfl)", min=0.0)
     integrator: str = _f("", "particles: 'euler' (paper) or 'heun'; mesh: 'euler', 'ssprk2', 'ssprk3' (empty: euler / ssprk3)", choices=("", "euler", "heun", "ssprk2", "ssprk3"))
     order: int = _f(1, "mesh: spatial order, 1 (upwind) or 2 (limited linear reconstruction)", choices=(1, 2))
     velocity: str = _f("potential", "mesh: edge velocity from 'potential' differences (gradient heads) or v at the 'midpoint'", choices=("potential", "midpoint"))
@@ -339,8 +339,8 @@ def _check_consistency(cfg: Config, base_dir: Path | None) -> None:
         raise ConfigError(f"output.record_dt: {out.record_dt} must be a whole multiple of weights.dt = {w.dt}")
     if solver == "particles":
         pdt = cfg.solver.dt or w.dt
-        if not _is_multiple(pdt, w.dt):
-            raise ConfigError(f"solver.dt: the particle step {pdt} must be a whole multiple of weights.dt = {w.dt}")
+        if not (_is_multiple(pdt, w.dt) or _is_multiple(w.dt, pdt)):
+            raise ConfigError(f"solver.dt: the particle step {pdt} must be a whole multiple or a whole fraction of weights.dt = {w.dt}")
         if not _is_multiple(out.record_dt, pdt):
             raise ConfigError(f"output.record_dt: {out.record_dt} must be a whole multiple of the particle step {pdt}")
         if not _is_multiple(cfg.solver.T, pdt):

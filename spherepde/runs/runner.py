@@ -276,6 +276,17 @@ def build_initial_tokens(cfg: Config):
         )
 
 
+def _particle_step(cfg: Config, path: WeightPath) -> float | None:
+    """The token step: solver.dt when a token moves at most MAX_DISPLACEMENT per step (else
+    ValueError naming the step to use); without one the weight grid step or a stable fraction
+    of it (noted in run.log). None means the grid step."""
+    from spherepde.solvers.particles import particle_step
+
+    user = cfg.solver.dt if cfg.run.solver == "particles" and cfg.solver.dt else None
+    dt = particle_step(path, user)
+    return None if user is None and dt == path.dt else dt
+
+
 def build_solver(cfg: Config, path: WeightPath, *, mesh=None):
     """The solver object (ParticleSolver or MeshSolver) for a configuration and a path.
 
@@ -283,7 +294,7 @@ def build_solver(cfg: Config, path: WeightPath, *, mesh=None):
     if cfg.run.solver == "particles":
         from spherepde.solvers.particles import ParticleSolver
 
-        return ParticleSolver(build_initial_tokens(cfg), path, dt=cfg.solver.dt or None, integrator=cfg.integrator)
+        return ParticleSolver(build_initial_tokens(cfg), path, dt=_particle_step(cfg, path), integrator=cfg.integrator)
     from spherepde.solvers.mesh import MeshSolver
 
     mesh = mesh if mesh is not None else build_mesh(cfg)
@@ -296,7 +307,8 @@ def build_solver(cfg: Config, path: WeightPath, *, mesh=None):
     if cfg.run.solver == "both":
         from spherepde.solvers.coupled import CoupledSolver
 
-        return CoupledSolver(ms, cfg.initial.n, seed=cfg.initial.seed, distances=cfg.output.distances, distance_every=cfg.output.distance_every, t_end=cfg.solver.T)
+        return CoupledSolver(ms, cfg.initial.n, seed=cfg.initial.seed, distances=cfg.output.distances, distance_every=cfg.output.distance_every, t_end=cfg.solver.T,
+                             particle_dt=_particle_step(cfg, path))
     return ms
 
 
@@ -587,6 +599,12 @@ def _execute(cfg: Config, rf: _RunFolder, solver, path: WeightPath, mesh, *, loc
                     _write_summary(rf, cfg, "running", 0.0)
                     log.info("run %s: solver %s, H = %d, T = %g%s", folder, cfg.run.solver, cfg.model.H, cfg.solver.T,
                              f", about {estimate} steps" if estimate else "")
+                    ps = getattr(solver, "particle_solver", solver)
+                    if getattr(ps, "split", 1) > 1:
+                        from spherepde.solvers.particles import MAX_DISPLACEMENT
+
+                        log.info("token step %.6g = weights.dt / %d: with the step weights.dt = %g a token could move more than %g rad",
+                                 ps.dt, ps.split, path.dt, MAX_DISPLACEMENT)
                     if cfg.output.vtk and cfg.run.solver != "mesh" and cfg.model.d > 3:
                         log.info("tokens on S^%d: vtk/tokens_*.vtp hold their first three coordinates (a projection; "
                                  "snapshots.npz holds all %d)", cfg.model.d - 1, cfg.model.d)

@@ -49,14 +49,15 @@ class CoupledSolver:
     ----------
     mesh_solver : the MeshSolver (already holding the initial density).
     n : number of tokens sampled from the initial density (seeded by ``seed``).
-    particle_integrator : ``euler`` or ``heun``; the particle step is the path's grid step.
+    particle_integrator : ``euler`` or ``heun``.
+    particle_dt : the particle step (default: the path's grid step).
     distances : ``"cheap"`` (l1_hist, w1_sliced), ``"all"`` (also w1_exact) or ``"none"``.
     distance_every : compute the distances at every N-th record only (NaN in between).
     t_end : the run's final time (the distances are always computed there).
     """
 
     def __init__(self, mesh_solver, n: int, *, seed: int = 0, particle_integrator: str = "euler", distances: str = "cheap",
-                 distance_every: int = 1, t_end: float | None = None):
+                 distance_every: int = 1, t_end: float | None = None, particle_dt: float | None = None):
         from spherepde.solvers.particles import ParticleSolver
 
         if distances not in DISTANCE_MODES:
@@ -66,7 +67,7 @@ class CoupledSolver:
         self.mesh_solver = mesh_solver
         self.mesh = mesh_solver.mesh
         X0 = sample_from_density(self.mesh, mesh_solver.rho, n, seed=seed)
-        self.particle_solver = ParticleSolver(X0, mesh_solver.path, integrator=particle_integrator)
+        self.particle_solver = ParticleSolver(X0, mesh_solver.path, dt=particle_dt, integrator=particle_integrator)
         self.distances = distances
         self.distance_columns = DISTANCE_MODES[distances]
         self.distance_every = int(distance_every)

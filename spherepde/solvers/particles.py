@@ -13,8 +13,11 @@ driven by a :class:`~spherepde.model.weights.WeightPath`. Integrators:
 * ``heun`` -- Heun's method (explicit trapezoid, second order) with retraction to the
   sphere after the predictor and the corrector.
 
-The solver step Delta t must be a whole multiple of the weight path's grid step. The
-attention sums are the Numba kernel :func:`spherepde.attention.attention_moments`
+The solver step Delta t must be a whole multiple of the weight path's grid step, or a whole
+fraction of it (the path is linear between its grid points; a martingale increment is added
+at the step that starts on its grid point). A token moves at most ``Delta t * speed_bound(path)``
+per step (:func:`speed_bound`); :func:`particle_step` keeps that below ``MAX_DISPLACEMENT``
+radians, the particle analogue of the mesh's CFL bound. The attention sums are the Numba kernel :func:`spherepde.attention.attention_moments`
 (a per-token gather).
 """
 
@@ -35,12 +38,48 @@ from spherepde.model.energy import (
 from spherepde.model.velocity import head_fields, velocity_from_fields
 from spherepde.model.weights import WeightPath
 
-__all__ = ["ParticleSolver", "initial_tokens", "PARTICLE_INTEGRATORS", "sample_vmf"]
+__all__ = ["ParticleSolver", "initial_tokens", "PARTICLE_INTEGRATORS", "sample_vmf", "speed_bound", "particle_step", "MAX_DISPLACEMENT"]
 
 log = logging.getLogger(__name__)
 
 #: Particle integrators: name -> (order, quadrature weights b of the stages, stage times c).
 PARTICLE_INTEGRATORS = {"euler": (1, (1.0,), (0.0,)), "heun": (2, (0.5, 0.5), (0.0, 1.0))}
+
+
+#: The largest angle (radians) a token may move in one step: the particle analogue of the mesh's
+#: CFL number. The shipped examples move at most 0.04 per step, the default config 0.08 (OU peaks).
+MAX_DISPLACEMENT = 0.2
+
+
+def speed_bound(path: WeightPath) -> float:
+    """An upper bound of the token speed |v(x, t)| over the sphere and the whole path.
+
+    |P_x V_h Y_h / Z_h| <= ||V_h||_2 (Y_h / Z_h is an average of unit vectors), so
+    |v| <= (1/H) sum_h ||V_h(t)||_2; the path is linear between grid points, so its maximum
+    over the grid bounds every t.
+    """
+    V = np.asarray(path.V, float)
+    if V.size == 0:
+        return 0.0
+    return float(np.max(np.mean(np.linalg.norm(V, ord=2, axis=(-2, -1)), axis=1)))
+
+
+def particle_step(path: WeightPath, dt: float | None = None, *, key: str = "solver.dt") -> float:
+    """The particle step: ``dt`` when a token moves at most MAX_DISPLACEMENT radians per step,
+    else ValueError naming the step to use; with ``dt`` None the path's grid step, or the
+    largest whole fraction of it that is stable."""
+    vmax = speed_bound(path)
+    limit = MAX_DISPLACEMENT / vmax if vmax > 0 else math.inf
+    m = max(1, math.ceil(path.dt / limit - 1e-12)) if math.isfinite(limit) else 1
+    stable = path.dt / m if m > 1 else path.dt
+    if dt is None:
+        return stable
+    if dt * vmax > MAX_DISPLACEMENT * (1 + 1e-12):
+        raise ValueError(
+            f"{key}: the particle step {dt:g} moves a token up to {dt * vmax:.3g} rad per step (|v| <= {vmax:.3g}), "
+            f"more than {MAX_DISPLACEMENT:g}; use {key} = {stable:.6g} or smaller (or {key} = 0 to have it chosen)"
+        )
+    return float(dt)
 
 
 def _normalise(X: np.ndarray) -> np.ndarray:
@@ -152,8 +191,8 @@ class ParticleSolver:
     Parameters
     ----------
     X0 : (n, d) initial tokens (normalised on input).
-    path : the weight path Theta_t; its grid step must divide ``dt``.
-    dt : solver step (default: the path's grid step).
+    path : the weight path Theta_t; ``dt`` is a whole multiple or a whole fraction of its grid step.
+    dt : solver step (default: the path's grid step; :func:`particle_step` bounds it).
     integrator : ``euler`` (paper) or ``heun``.
     weights : (n,) token weights summing to 1 (default 1/n).
     cluster_radius : chordal linkage radius of the recorded cluster count.
@@ -171,8 +210,13 @@ class ParticleSolver:
         self.dt = float(path.dt if dt is None else dt)
         m = self.dt / path.dt
         self.substeps = int(round(m))
-        if self.substeps < 1 or abs(m - self.substeps) > 1e-9:
-            raise ValueError(f"particle dt = {self.dt} must be a whole multiple of the weight path step {path.dt}")
+        self.split = 1  # steps per grid interval when dt is a fraction of the grid step
+        if self.substeps < 1 and self.dt > 0:
+            split = path.dt / self.dt
+            if round(split) >= 2 and abs(split - round(split)) <= 1e-9 * split:
+                self.split = int(round(split))
+        if (self.substeps < 1 and self.split < 2) or (self.substeps >= 1 and abs(m - self.substeps) > 1e-9):
+            raise ValueError(f"particle dt = {self.dt} must be a whole multiple or a whole fraction of the weight path step {path.dt}")
         n = X0.shape[0]
         self.w = np.full(n, 1.0 / n) if weights is None else np.asarray(weights, float)
         if self.w.shape != (n,) or np.any(self.w < 0) or not np.isclose(self.w.sum(), 1.0):
@@ -216,8 +260,11 @@ class ParticleSolver:
         grad = self.path.is_gradient
         if grad and self.path.sigma > 0:
             k = self.path.grid_index(t)
-            dM = self.path.dM[k : k + self.substeps].sum(axis=0)
-            self.balance.add_martingale(martingale_increment(X, self.w, ev["fields"], dM))
+            if self.substeps:
+                dM = self.path.dM[k : k + self.substeps].sum(axis=0)
+                self.balance.add_martingale(martingale_increment(X, self.w, ev["fields"], dM))
+            elif k is not None and k < self.path.K:  # a fraction of the grid step: the increment at its left end (Ito)
+                self.balance.add_martingale(martingale_increment(X, self.w, ev["fields"], self.path.dM[k]))
         if self.integrator == "euler":
             Xn = _normalise(X + dt * ev["v"])
             stage_rates = [ev["rates"]]
