@@ -102,7 +102,7 @@ def cmd_resume(args) -> int:
         from spherepde.runs.config import parse_override
 
         overrides = dict(parse_override(s) for s in (args.set or []))
-        return runner.resume(args.run_dir, progress=False if args.quiet else None, overrides=overrides)
+        return runner.resume(args.run_dir, progress=False if args.quiet else None, overrides=overrides, force=args.force)
 
     return _run_errors(args, call, before_start="interrupted before the run continued; the run folder is unchanged")
 
@@ -123,5 +123,6 @@ def register(sub, common) -> None:
                         "with the same noise stream, and the result equals a run made to T2 from the start.")
     rs.add_argument("run_dir")
     rs.add_argument("--set", action="append", metavar="solver.T=VALUE", help="extend the run to a later end time")
+    rs.add_argument("--force", action="store_true", help="take over a run.lock written on another host (or one that is not a lock); a live process on this host is always refused")
     common(rs)
     rs.set_defaults(func=cmd_resume)

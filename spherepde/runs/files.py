@@ -7,7 +7,11 @@ resumed run after a crash) sees either the old file or the new one, never half o
 
 :class:`FolderLock` is a lock file in a folder naming the process that holds it
 (pid and host); a second process on the same folder is refused, and a lock left by a
-dead process on this host is taken over.
+dead process on this host is taken over. Checking and writing the lock is one step
+(under an exclusive ``flock`` of the folder), so of two processes starting at the same
+instant exactly one holds it. A lock written on another host (whose processes cannot be
+checked from here), or a lock file that is not a spherepde lock, counts as held unless
+the caller forces it.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import json
 import math
 import os
 import socket
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -87,42 +92,107 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
+@contextmanager
+def _folder_mutex(folder: Path):
+    """An exclusive ``flock`` of the folder itself while checking and writing its lock file
+    (no-op where flock is unavailable, e.g. Windows or some network file systems, or where
+    the folder cannot be opened: the write that follows then fails and says why)."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        yield
+        return
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        yield
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError:  # pragma: no cover - a file system without flock
+            pass
+        yield
+    finally:
+        os.close(fd)  # releases the flock
+
+
 class FolderLock:
     """``folder/name``: refuses a second process writing into the same folder at the same time.
 
-    ``error(message)`` is raised when another live process on this host holds the lock;
-    ``what`` names the holder in that message (e.g. "sweep", "run").
+    ``error(message)`` is raised when another live process on this host holds the lock, when
+    the lock was written on another host, or when the lock file is not a lock (unless
+    ``acquire(force=True)``: then only a live process on this host refuses); ``what`` names
+    the holder in that message (e.g. "sweep", "run"), ``force_hint`` says how to force it.
     """
 
-    def __init__(self, folder, name: str, *, error=RuntimeError, what: str = "process"):
+    def __init__(self, folder, name: str, *, error=RuntimeError, what: str = "process", force_hint: str | None = None):
         self.path = Path(folder) / name
         self.error = error
         self.what = what
+        self.force_hint = force_hint
         self.held = False
 
-    def holder(self) -> dict | None:
-        """The live process holding the lock on this host (``{"pid", "host"}``), else None."""
-        if not self.path.is_file():
-            return None
+    def _read(self):
+        """The lock file's content: a ``{"pid", "host"}`` dict, None (no lock file) or a string saying what is wrong."""
         try:
-            other = json.loads(self.path.read_text())
-        except (OSError, ValueError):
+            text = self.path.read_text()
+        except FileNotFoundError:
             return None
-        pid = other.get("pid") if isinstance(other, dict) else None
-        if other.get("host") == socket.gethostname() and isinstance(pid, int) and pid != os.getpid() and pid_alive(pid):
+        except (OSError, ValueError) as exc:
+            return f"cannot be read ({exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__})"
+        try:
+            other = json.loads(text)
+        except ValueError:
+            return "is not a spherepde lock (not JSON)"
+        if not isinstance(other, dict) or not isinstance(other.get("pid"), int) or isinstance(other.get("pid"), bool) or not isinstance(other.get("host"), str):
+            return "is not a spherepde lock (expected {\"pid\": ..., \"host\": ...})"
+        return other
+
+    def holder(self, *, force: bool = False) -> dict | None:
+        """Who holds the lock (``{"pid", "host"}``), else None. A live process on this host holds
+        it; so does a process on another host, and an unreadable lock file holds it too
+        (``{"problem": ...}``), unless ``force``. A dead process on this host does not."""
+        if not (self.path.is_file() or self.path.is_symlink()):
+            return None
+        other = self._read()
+        if other is None:
+            return None
+        if isinstance(other, str):
+            return None if force else {"problem": other}
+        pid = other["pid"]
+        if other["host"] != socket.gethostname():
+            return None if force else other
+        if pid != os.getpid() and pid_alive(pid):
             return other
         return None
 
-    def acquire(self) -> None:
-        other = self.holder()
-        if other is not None:
-            raise self.error(
-                f"another {self.what} (pid {other['pid']}) is writing into {self.path.parent}; "
-                f"wait for it to finish or stop it (remove {self.path} if it is stale)"
-            )
-        atomic_write_text(self.path, json.dumps({"pid": os.getpid(), "host": socket.gethostname()}))
-        self.held = True
+    def mutex(self):
+        """Hold while looking at the folder: no other process takes or writes the lock meanwhile."""
+        return _folder_mutex(self.path.parent)
 
+    def refusal(self, other: dict) -> str:
+        """The one-line message refusing a lock held by ``other`` (from :meth:`holder`)."""
+        folder = self.path.parent
+        hint = f", or pass {self.force_hint} to take the lock over" if self.force_hint else ""
+        if "problem" in other:
+            return (f"the lock file {self.path} {other['problem']}; remove it if no {self.what} is writing into {folder}{hint}")
+        if other.get("host") != socket.gethostname():
+            return (f"another {self.what} (pid {other['pid']} on host {other['host']}) holds the lock on {folder}; "
+                    f"wait for it to finish, or if no process on {other['host']} writes into it remove {self.path}{hint}")
+        return (f"another {self.what} (pid {other['pid']}) is writing into {folder}; "
+                f"wait for it to finish or stop it (remove {self.path} if it is stale)")
+
+    def acquire(self, *, force: bool = False) -> None:
+        """Take the lock, or raise ``error`` naming its holder; the check and the write are one atomic step."""
+        with _folder_mutex(self.path.parent):
+            other = self.holder(force=force)
+            if other is not None:
+                raise self.error(self.refusal(other))
+            if self.path.is_symlink() or (self.path.exists() and not self.path.is_file()):
+                raise self.error(f"{self.path} is not a lock file; remove it if no {self.what} is writing into {self.path.parent}")
+            atomic_write_text(self.path, json.dumps({"pid": os.getpid(), "host": socket.gethostname()}))
+            self.held = True
     def release(self) -> None:
         if self.held:
             self.path.unlink(missing_ok=True)

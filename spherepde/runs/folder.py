@@ -17,6 +17,8 @@ import json
 import logging
 import os
 import shutil
+import socket
+import stat
 import tomllib
 import zipfile
 from contextlib import contextmanager
@@ -218,12 +220,12 @@ def _one_line(exc: BaseException) -> str:
 
 # ---------------------------------------------------------------- run folders
 def _folder_lock(folder: Path) -> FolderLock:
-    return FolderLock(folder, LOCK_FILE, error=RunLockedError, what="spherepde process")
+    return FolderLock(folder, LOCK_FILE, error=RunLockedError, what="spherepde process", force_hint="--force")
 
 
-def _acquire(lock: FolderLock, folder: Path) -> None:
+def _acquire(lock: FolderLock, folder: Path, *, force: bool = False) -> None:
     try:
-        lock.acquire()
+        lock.acquire(force=force)
     except RunLockedError:
         raise
     except OSError as exc:
@@ -235,6 +237,8 @@ def _write_marker(folder: Path, cfg: Config, kind: str) -> None:
         "spherepde": __version__,
         "kind": kind,
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
         "config_toml": config_to_toml(cfg),
     }
     atomic_write_text(folder / MARKER, json.dumps(info, indent=1) + "\n")
@@ -243,11 +247,15 @@ def _write_marker(folder: Path, cfg: Config, kind: str) -> None:
 def _check_out_path(folder: Path) -> bool:
     """Check that ``folder`` can be a run folder (refused: RunFolderError); True if it exists and is not empty."""
     try:
-        if folder.is_dir():
+        try:
+            mode = folder.stat().st_mode  # one look: another process may create the folder meanwhile
+        except (FileNotFoundError, NotADirectoryError):
+            mode = None
+        if mode is not None and stat.S_ISDIR(mode):
             if not os.access(folder, os.W_OK | os.X_OK):
                 raise RunFolderError(f"cannot write into the run folder {folder}: permission denied; choose another --out")
             return any(folder.iterdir())
-        if folder.exists() or folder.is_symlink():
+        if mode is not None or folder.is_symlink():
             raise RunFolderError(f"cannot use {folder} as a run folder: it is a file, not a folder; choose another --out")
         p = folder.parent
         while not (p.exists() or p.is_symlink()) and p != p.parent:
@@ -263,10 +271,12 @@ def _check_out_path(folder: Path) -> bool:
 
 def _refuse_existing(folder: Path, force: bool, lock: FolderLock, what: str = "run folder") -> None:
     """An existing non-empty folder: refused unless ``force`` and it is an unlocked run folder."""
-    other = lock.holder()
+    with lock.mutex():  # a process creating the folder right now has either written its lock or nothing yet
+        other = lock.holder(force=force)
+        marked = (folder / MARKER).is_file()
     if other is not None:
-        raise RunLockedError(f"another spherepde process (pid {other['pid']}) is writing into {folder}; wait for it to finish or stop it")
-    if not (folder / MARKER).is_file():
+        raise RunLockedError(lock.refusal(other))
+    if not marked:
         raise RunExistsError(
             f"{folder} exists and is not a spherepde run folder (it has no {MARKER} marker); choose another --out "
             "(--force replaces only run folders, so nothing was deleted)"
@@ -275,21 +285,62 @@ def _refuse_existing(folder: Path, force: bool, lock: FolderLock, what: str = "r
         raise RunExistsError(f"{what} {folder} exists already; choose another name, pass --force (force=True in Python) to overwrite it, or 'spherepde resume {folder}' to continue it")
 
 
-def _create_folder(folder: Path, cfg: Config, lock: FolderLock, *, replace: bool, kind: str) -> None:
-    """Create (or replace) the folder, lock it and write the marker; RunFolderError when that is impossible."""
+def _creator(folder: Path) -> str:
+    """Which process created ``folder`` (from its marker), for a refusal message."""
+    try:
+        info = json.loads((folder / MARKER).read_text())
+        return f" (pid {int(info['pid'])} on host {info['host']})"
+    except (OSError, ValueError, TypeError, KeyError):
+        return ""
+
+
+def _clear_folder(folder: Path, keep: str) -> None:
+    """Delete everything in ``folder`` except the file ``keep`` (symbolic links are removed, not followed)."""
+    for p in folder.iterdir():
+        if p.name == keep:
+            continue
+        if p.is_dir() and not p.is_symlink():
+            shutil.rmtree(p)
+        else:
+            p.unlink()
+
+
+def _create_folder(folder: Path, cfg: Config, lock: FolderLock, *, replace: bool, kind: str, force: bool = False) -> None:
+    """Create (or replace) the folder, lock it and write the marker; RunFolderError when that is impossible.
+
+    Atomic and exclusive: the lock is taken (check and write in one step) before anything
+    else is written or deleted, and then the folder is checked again -- a folder that was
+    new (or empty) must still hold nothing else, a folder to replace must still be a run
+    folder -- so of two processes starting on one folder at the same instant, one refuses
+    (RunLockedError / RunExistsError naming the other) and nothing of it is written."""
     created = False
     try:
-        if replace:
-            shutil.rmtree(folder)
-        if not folder.is_dir():
-            folder.mkdir(parents=True)
-            created = True
-    except FileExistsError as exc:
-        raise RunExistsError(f"{folder} appeared while this run was starting (another process?); choose another --out") from exc
+        if not replace:
+            folder.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                folder.mkdir()
+                created = True
+            except FileExistsError:
+                if not folder.is_dir():
+                    raise RunFolderError(f"cannot use {folder} as a run folder: it is a file, not a folder; choose another --out") from None
     except OSError as exc:
         raise RunFolderError(f"cannot create the run folder {folder}: {exc.strerror or exc}; choose another --out") from exc
     try:
-        _acquire(lock, folder)
+        _acquire(lock, folder, force=force)  # refuses (nothing written) when another process holds it
+        if replace:
+            if not (folder / MARKER).is_file():
+                raise RunExistsError(f"{folder} is no longer a spherepde run folder (another process changed it while this run was starting); choose another --out")
+            try:
+                _clear_folder(folder, LOCK_FILE)
+            except OSError as exc:
+                raise RunFolderError(f"cannot replace the run folder {folder}: {exc.strerror or exc}; choose another --out") from exc
+        else:
+            others = sorted(p.name for p in folder.iterdir() if p.name != LOCK_FILE)
+            if others:
+                raise RunExistsError(
+                    f"another spherepde process{_creator(folder)} created {folder} while this run was starting; "
+                    "choose another --out (nothing was written)"
+                )
         try:
             _write_marker(folder, cfg, kind)
         except OSError as exc:

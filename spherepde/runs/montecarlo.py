@@ -76,7 +76,7 @@ def monte_carlo(cfg: Config, *, paths: int | None = None, out=None, force: bool 
         path0 = build_weight_path(cfg)
         build_solver(cfg, path0, mesh=build_mesh(cfg) if cfg.run.solver in ("mesh", "both") else None)
     del path0
-    _create_folder(folder, cfg, lock, replace=exists, kind="monte-carlo")
+    _create_folder(folder, cfg, lock, replace=exists, kind="monte-carlo", force=force)
     return _mc_execute(cfg, folder, paths, lock=lock, progress=progress, resuming=False)
 
 
@@ -149,9 +149,9 @@ def _monte_carlo_paths(cfg: Config, folder: Path, paths: int, *, progress, resum
     return RunResult(folder, "completed", {"mean": mean, "std": std, "paths": stack})
 
 
-def _resume_monte_carlo(folder: Path, summary: dict, *, progress) -> RunResult:
+def _resume_monte_carlo(folder: Path, summary: dict, *, progress, force: bool = False) -> RunResult:
     lock = _folder_lock(folder)
-    _acquire(lock, folder)
+    _acquire(lock, folder, force=force)
     try:
         cfg = _load_run_config(folder)
         _check_config_unchanged(folder)

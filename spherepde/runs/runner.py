@@ -699,7 +699,7 @@ def run(cfg: Config, *, out: str | Path | None = None, force: bool = False, prog
     wall0 = time.monotonic()
     # build everything before writing (or deleting) anything, so bad input leaves the disk as it was
     path, mesh, solver, estimate = _build(cfg)
-    _create_folder(folder, cfg, lock, replace=exists, kind="run")
+    _create_folder(folder, cfg, lock, replace=exists, kind="run", force=force)
     return _execute(cfg, _RunFolder(folder), solver, path, mesh, lock=lock, start_record=0, wall0=wall0, progress=progress, fresh=True, estimate=estimate)
 
 
@@ -755,7 +755,7 @@ def _extended_path(folder: Path, old: WeightPath, cfg_new: Config) -> WeightPath
     return new
 
 
-def resume(folder, *, progress: bool | None = None, overrides: dict | None = None) -> RunResult:
+def resume(folder, *, progress: bool | None = None, overrides: dict | None = None, force: bool = False) -> RunResult:
     """Continue a run from its last checkpoint (bit-for-bit equal to an uninterrupted run).
 
     Refuses (RunFolderError, nothing written) a config.toml edited after the start and a
@@ -765,6 +765,9 @@ def resume(folder, *, progress: bool | None = None, overrides: dict | None = Non
     ``overrides = {"solver.T": T_new}`` *extends* a run (finished or not) to a later time:
     the weight path is regenerated to ``T_new`` from the same seed and checked to continue
     the saved one, and the result is bit-for-bit the run made to ``T_new`` from the start.
+
+    ``force`` takes over a lock written on another host (or a lock file that is not a lock);
+    a lock held by a live process on this host is always refused.
     """
     folder = Path(folder)
     overrides = dict(overrides or {})
@@ -777,10 +780,10 @@ def resume(folder, *, progress: bool | None = None, overrides: dict | None = Non
             raise RunFolderError(f"{folder} is a Monte-Carlo folder; extend its path-NNN runs one by one (spherepde resume PATH --set solver.T=...)")
         from spherepde.runs.montecarlo import _resume_monte_carlo
 
-        return _resume_monte_carlo(folder, summary, progress=progress)
+        return _resume_monte_carlo(folder, summary, progress=progress, force=force)
     progress = sys.stderr.isatty() if progress is None else progress
     lock = _folder_lock(folder)
-    _acquire(lock, folder)
+    _acquire(lock, folder, force=force)
     try:
         cfg = _load_run_config(folder)
         _check_config_unchanged(folder)

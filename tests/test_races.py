@@ -1,0 +1,226 @@
+"""Races and locks (issue 28 part A): two runs started at the same instant on one new folder,
+locks from another host or that are not locks, Ctrl-C at any moment of start-up.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import io
+import json
+import multiprocessing as mp
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from spherepde.cli.main import main
+from spherepde.runs import runner
+from spherepde.runs.files import FolderLock
+
+#: A tiny particle run (about 20 ms once compiled): two records.
+TINY = ["--set", "run.solver=particles", "--set", "initial.n=8", "--set", "solver.T=0.02", "--set", "output.vtk=false",
+        "--set", "output.record_dt=0.01", "--set", "output.snapshot_dt=0.01"]
+
+
+def rows(folder: Path) -> list[list[str]]:
+    with open(folder / "diagnostics.csv", newline="") as fh:
+        return list(csv.reader(fh))
+
+
+def _racer(barrier, args, conn) -> None:
+    err = io.StringIO()
+    barrier.wait()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        code = main(args)
+    conn.send((code, err.getvalue(), os.getpid()))
+    conn.close()
+
+
+def race(args: list[str]) -> list[tuple[int, str, int]]:
+    """Run ``spherepde ARGS`` in two processes released at the same instant; [(exit code, stderr, pid)] * 2."""
+    ctx = mp.get_context("fork")
+    barrier = ctx.Barrier(2)
+    pipes, procs = [], []
+    for _ in range(2):
+        recv, send = ctx.Pipe(duplex=False)
+        p = ctx.Process(target=_racer, args=(barrier, args, send))
+        p.start()
+        pipes.append(recv)
+        procs.append(p)
+    out = [r.recv() for r in pipes]
+    for p in procs:
+        p.join(30)
+        assert p.exitcode == 0
+    return out
+
+
+def assert_one_winner(results, folder: Path, expected_rows: int) -> None:
+    codes = sorted(code for code, _, _ in results)
+    assert codes == [0, 2], results
+    (_, _, winner), = [r for r in results if r[0] == 0]
+    (_, err, _), = [r for r in results if r[0] == 2]
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("spherepde: error: ") and "Traceback" not in err, err
+    # the loser names the first process (it held the lock, or created the folder), or finds a finished run
+    assert f"pid {winner}" in lines[0] or "exists already" in lines[0], lines[0]
+    assert len(rows(folder)) == expected_rows
+    assert json.loads((folder / "summary.json").read_text())["status"] == "completed"
+    assert not (folder / runner.LOCK_FILE).exists()
+
+
+@pytest.fixture(scope="module")
+def tiny_rows(tmp_path_factory) -> int:
+    folder = tmp_path_factory.mktemp("ref") / "r"
+    with contextlib.redirect_stderr(io.StringIO()):
+        assert main(["run", *TINY, "--out", str(folder), "-q"]) == 0  # also compiles the kernels before forking
+    return len(rows(folder))
+
+
+def test_two_runs_started_together_on_a_new_folder_never_both_write(tmp_path, tiny_rows):
+    """20 trials: exactly one exits 0, the other exits 2 with one line, the folder holds one run."""
+    for trial in range(20):
+        folder = tmp_path / f"new-{trial}" / "run"  # the parent does not exist either
+        assert_one_winner(race(["run", *TINY, "--out", str(folder), "-q"]), folder, tiny_rows)
+
+
+def test_two_runs_started_together_on_an_empty_folder_never_both_write(tmp_path, tiny_rows):
+    for trial in range(5):
+        folder = tmp_path / f"empty-{trial}"
+        folder.mkdir()
+        assert_one_winner(race(["run", *TINY, "--out", str(folder), "-q"]), folder, tiny_rows)
+
+
+def test_two_forced_runs_on_one_run_folder_never_both_write(tmp_path, tiny_rows):
+    folder = tmp_path / "r"
+    with contextlib.redirect_stderr(io.StringIO()):
+        assert main(["run", *TINY, "--out", str(folder), "-q"]) == 0
+    for _ in range(5):
+        results = race(["run", *TINY, "--out", str(folder), "--force", "-q"])
+        # both may win one after the other (each replaced a finished run), never both at once
+        assert all(code in (0, 2) for code, _, _ in results) and any(code == 0 for code, _, _ in results), results
+        for code, err, _ in results:
+            if code == 2:
+                assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+        assert len(rows(folder)) == tiny_rows
+        assert json.loads((folder / "summary.json").read_text())["status"] == "completed"
+
+
+def test_two_cli_processes_started_together_on_a_new_folder(tmp_path, tiny_rows):
+    """The real command line, 3 trials (each process imports spherepde, about 1 s)."""
+    for trial in range(3):
+        folder = tmp_path / f"cli-{trial}"
+        procs = [subprocess.Popen([sys.executable, "-m", "spherepde", "run", *TINY, "--out", str(folder), "-q"],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+        results = [(p.wait(60), p.stderr.read(), p.pid) for p in procs]
+        for p in procs:
+            p.stdout.close()
+            p.stderr.close()
+        assert_one_winner(results, folder, tiny_rows)
+
+
+def test_the_folder_lock_is_exclusive_under_contention(tmp_path):
+    """FolderLock itself: of two processes acquiring at the same instant, exactly one holds it."""
+    ctx = mp.get_context("fork")
+    for trial in range(20):
+        folder = tmp_path / f"f{trial}"
+        folder.mkdir()
+        barrier = ctx.Barrier(2)
+        q = ctx.Queue()
+
+        def take(barrier=barrier, q=q, folder=folder):
+            lock = FolderLock(folder, "x.lock", error=RuntimeError)
+            barrier.wait()
+            try:
+                lock.acquire()
+            except RuntimeError as exc:
+                q.put(("refused", str(exc)))
+                return
+            time.sleep(0.05)  # hold it while the other tries
+            q.put(("held", os.getpid()))
+
+        procs = [ctx.Process(target=take) for _ in range(2)]
+        for p in procs:
+            p.start()
+        got = sorted(q.get(timeout=30) for _ in procs)
+        for p in procs:
+            p.join(30)
+        assert [g[0] for g in got] == ["held", "refused"], got
+        assert f"pid {got[0][1]}" in got[1][1]
+
+
+# ============================================================================= lock files
+def _interrupted_run(tmp_path: Path) -> Path:
+    """A run folder with a checkpoint and no lock (as after a crash)."""
+    folder = tmp_path / "r"
+    with contextlib.redirect_stderr(io.StringIO()):
+        assert main(["run", *TINY, "--set", "output.checkpoint_every=1", "--out", str(folder), "-q"]) == 0
+    data = json.loads((folder / "summary.json").read_text())
+    data["status"] = "interrupted"
+    (folder / "summary.json").write_text(json.dumps(data))
+    return folder
+
+
+def cli(capsys, *args) -> tuple[int, str]:
+    code = main([str(a) for a in args])
+    _, err = capsys.readouterr()
+    return code, err
+
+
+def one_line(err: str) -> str:
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("spherepde: error: ") and "Traceback" not in err, err
+    return lines[0]
+
+
+def tree(folder: Path) -> dict:
+    return {str(f.relative_to(folder)): f.read_bytes() for f in sorted(folder.rglob("*")) if f.is_file()}
+
+
+def test_a_lock_from_another_host_is_held_unless_force(capsys, tmp_path):
+    folder = _interrupted_run(tmp_path)
+    (folder / runner.LOCK_FILE).write_text(json.dumps({"pid": 4242, "host": "elsewhere.example"}))
+    before = tree(folder)
+    code, err = cli(capsys, "resume", folder, "-q")
+    line = one_line(err)
+    assert code == 2 and "elsewhere.example" in line and "pid 4242" in line and "--force" in line
+    code, err = cli(capsys, "run", *TINY, "--out", folder, "--force", "-q")  # --force of run replaces only unheld folders...
+    assert code == 0, err  # ...and a lock from another host is taken over with --force
+    (folder / runner.LOCK_FILE).write_text(json.dumps({"pid": 4242, "host": "elsewhere.example"}))
+    before = tree(folder)
+    code, err = cli(capsys, "run", *TINY, "--out", folder, "-q")
+    assert code == 2 and "elsewhere.example" in one_line(err)
+    assert tree(folder) == before
+    code, err = cli(capsys, "resume", folder, "--force", "-q")
+    assert code == 0, err
+    assert not (folder / runner.LOCK_FILE).exists()
+
+
+@pytest.mark.parametrize("content", ["garbage{", "[1, 2]", '{"pid": "x", "host": 3}', "", "null"])
+def test_a_lock_file_that_is_not_a_lock_is_one_clear_line(capsys, tmp_path, content):
+    folder = _interrupted_run(tmp_path)
+    (folder / runner.LOCK_FILE).write_text(content)
+    before = tree(folder)
+    code, err = cli(capsys, "resume", folder, "-q")
+    line = one_line(err)
+    assert code == 2 and "is not a spherepde lock" in line and str(folder / runner.LOCK_FILE) in line
+    assert tree(folder) == before
+    code, err = cli(capsys, "resume", folder, "--force", "-q")
+    assert code == 0, err
+
+
+def test_a_sweep_lock_that_is_not_a_lock_is_refused_in_one_line(tmp_path):
+    from spherepde.runs.sweep.execute import LOCK_FILE, SweepError
+
+    (tmp_path / LOCK_FILE).write_text("[1]")
+    lock = FolderLock(tmp_path, LOCK_FILE, error=SweepError, what="sweep")
+    with pytest.raises(SweepError, match="is not a spherepde lock"):
+        lock.acquire()
+    (tmp_path / LOCK_FILE).write_text(json.dumps({"pid": 1, "host": "other-host"}))
+    with pytest.raises(SweepError, match="other-host"):
+        lock.acquire()
+    assert socket.gethostname() != "other-host"
