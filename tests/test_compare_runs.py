@@ -63,7 +63,7 @@ def test_both_run_plot_overlays_mesh_and_tokens(both_run, tmp_path):
 
 def test_distances_are_labelled_by_method_and_the_flag_is_never_plotted(both_run):
     fig = plots.plot_distances(both_run)
-    labels = _labels(fig)
+    labels = [lab for lab in _labels(fig) if "at t = 0" not in lab]  # each distance also has its t = 0 floor
     assert len(labels) == 3
     assert any("exact $W_1$" in lab for lab in labels) and any("sliced spherical" in lab for lab in labels) and any("$L^1$" in lab for lab in labels)
     assert fig.axes[0].get_yscale() == "log"
@@ -71,7 +71,7 @@ def test_distances_are_labelled_by_method_and_the_flag_is_never_plotted(both_run
     d = read_diagnostics(both_run / "diagnostics.csv")
     old = {"t": d["t"], "energy": d["energy"], "w_sphere": d["w1_exact"], "l1_hist": d["l1_hist"], "w_exact": np.ones_like(d["t"])}
     assert plots.distance_columns(old) == ["w_sphere", "l1_hist"]
-    labels = _labels(plots.plot_distances(old))
+    labels = [lab for lab in _labels(plots.plot_distances(old)) if "at t = 0" not in lab]
     assert len(labels) == 2 and not any("w_exact" in lab for lab in labels) and labels[0].startswith("exact $W_1$")
     old["w_exact"] = np.zeros_like(d["t"])
     assert "sliced" in _labels(plots.plot_distances(old))[0]
@@ -389,3 +389,90 @@ def test_distance_cadence_survives_a_checkpoint():
         for c, v in rows[r].items():
             assert (math.isnan(v) and math.isnan(again[c])) or v == again[c], c
     assert [math.isnan(r["w1_sliced"]) for r in rows] == [False, True, False, True, False]
+
+
+# ---------------------------------------------------------------- compare: what the outputs read (issue 26)
+def test_compare_figures_of_a_long_named_both_run_have_short_labels_that_fit(both_run, tmp_path, monkeypatch):
+    """The folder name once went into every legend and title, cut off on both sides
+    (and constrained layout collapsed); now "mesh" / "tokens", and every text fits."""
+    import shutil
+    import warnings
+
+    long = tmp_path / ("both-ou-H4-seed0-T0.5-level8-vtk-false-and-a-rather-long-folder-name-" + "x" * 40)
+    shutil.copytree(both_run, long)
+    figs = []
+    save = plots._save
+    monkeypatch.setattr(plots, "_save", lambda fig, *a, **k: figs.append(fig) or save(fig, *a, **k))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        compare_runs([long], tmp_path / "c")
+    assert not [w for w in caught if "layout" in str(w.message)], [str(w.message) for w in caught]
+    assert len(figs) >= 5
+    for fig in figs:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+        canvas = FigureCanvasAgg(fig)
+        canvas.draw()
+        renderer = canvas.get_renderer()
+        box = fig.bbox
+        texts = [fig._suptitle] + [ax.get_legend() for ax in fig.axes if ax.get_legend() is not None]
+        for t in texts:
+            ext = t.get_window_extent(renderer)
+            assert ext.x0 >= box.x0 - 1 and ext.x1 <= box.x1 + 1 and ext.y1 <= box.y1 + 1, (fig._suptitle.get_text(), t)
+        for lab in _labels(fig):
+            assert long.name[:20] not in lab and len(lab) < 60, lab
+    energy = next(f for f in figs if f._suptitle.get_text().startswith("Energy\n") or f._suptitle.get_text().startswith("Energy "))
+    assert _labels(energy) == ["$E(t)$, mesh", "$E(t)$, tokens", "tokens − mesh"]
+
+
+def test_short_labels_of_several_runs():
+    from spherepde.runs.compare import _shorten
+
+    assert _shorten(["paper-ou-mesh-level32", "paper-ou-particles-level32"]) == ["mesh", "particles"]
+    names = ["a" * 30 + "-one", "a" * 30 + "-two"]
+    assert _shorten(names) == ["one", "two"]
+    out = _shorten(["x" * 50 + "1", "y" * 50 + "2"])
+    assert all(len(n) <= 24 for n in out) and len(set(out)) == 2 and "…" in out[0]
+
+
+def test_relative_differences_read_right():
+    """max rel >= mean rel (one definition, per time, floored); ~0 on one side: none, not 200 %."""
+    from spherepde.runs.compare import _relative
+
+    t = np.linspace(0.0, 1.0, 11)
+    ref = np.where(t < 0.85, 1.0, 100.0)  # the old table: max |d| / max scale < mean |d| / mean scale
+    y = ref + np.where(t < 0.85, 0.5, 0.0)
+    ad = np.abs(y - ref)
+    mean, mx, note = _relative(ad, ref, y, 0.5 * (np.abs(ref) + np.abs(y)), t)
+    assert mx >= mean and mx == pytest.approx(0.5 / 1.25) and note == ""
+    old_max, old_mean = ad.max() / (0.5 * (ref + y)).max(), np.trapezoid(ad, t) / np.trapezoid(0.5 * (ref + y), t)
+    assert old_max < old_mean  # what the table used to show
+    sym = np.full_like(t, 1e-16)  # the mean resultant of a symmetric density
+    tok = np.full_like(t, 0.07)
+    mean, mx, note = _relative(np.abs(tok - sym), sym, tok, 0.5 * (sym + tok), t)
+    assert math.isnan(mean) and math.isnan(mx) and note.startswith("reference ~ 0")
+    # a quantity crossing zero is divided by the floor, not by ~0
+    r = np.sin(6 * t)
+    mean, mx, _ = _relative(np.full_like(t, 1e-3), r, r + 1e-3, np.abs(r) + 5e-4, t)
+    assert mx <= 1e-3 / (1e-3 * np.max(np.abs(r) + 5e-4)) + 1e-12 and mx >= mean
+
+
+def test_compare_table_of_a_both_run(both_run, tmp_path):
+    res = compare_runs([both_run], tmp_path / "c")
+    for r in res.rows:
+        if math.isfinite(r["rel_mean_diff"]):
+            assert r["rel_max_diff"] >= r["rel_mean_diff"], r
+    md = (tmp_path / "c" / "differences.md").read_text()
+    mr = next(line for line in md.splitlines() if line.startswith("| mean_resultant |"))
+    assert "200 %" not in mr and "reference ~ 0" in mr
+    # the distances with their floor at t = 0 beside them
+    d = read_diagnostics(both_run / "diagnostics.csv")
+    assert "## Distances between the mesh and its tokens" in md
+    l1 = next(line for line in md.splitlines() if "| l1_hist |" in line)
+    assert f"{d['l1_hist'][0]:.3e}" in l1
+    doc = json.loads((tmp_path / "c" / "compare.json").read_text())
+    row = next(r for r in doc["distances"] if r["column"] == "l1_hist")
+    assert row["at_t0"] == pytest.approx(d["l1_hist"][0]) and row["final_minus_t0"] == pytest.approx(d["l1_hist"][-1] - d["l1_hist"][0])
+    fig = plots.plot_distances(both_run)
+    floors = [ln for ln in fig.axes[0].get_lines() if "l1_hist at t = 0" in ln.get_label()]
+    assert len(floors) == 1 and floors[0].get_ydata()[0] == pytest.approx(d["l1_hist"][0])

@@ -15,9 +15,10 @@
    interpolated linearly onto them (and the outputs say so).
 4. **Differences.** For every column the tracks share (energy, G2, the EDI residuals,
    the mean resultant, ...): the time average (trapezoid rule) and the maximum of
-   |y - y_ref| (absolute), and the same divided by the time average and the maximum of
-   the scale (|y| + |y_ref|)/2 (relative; at most 200 %, and finite where the reference
-   is zero up to round-off, e.g. the mean resultant of a symmetric density).
+   |y - y_ref| (absolute), and the time average and maximum of the relative difference
+   |y - y_ref| / s at each time, s = (|y| + |y_ref|)/2 with the floor REL_FLOOR x max s
+   (so the maximum is never below the mean; at most 200 %). Where one side is ~0 throughout
+   (the mean resultant of a symmetric density) no relative difference is given.
 5. **Outputs** (in ``out``): overlay figures ``energy``, ``G2``, ``edi``,
    ``mean_resultant`` (each with the differences to the reference below), ``distances-NAME``
    for coupled runs, the table ``differences.md`` / ``differences.csv`` and
@@ -309,8 +310,31 @@ def _time_mean(t: np.ndarray, y: np.ndarray) -> float:
     return float(np.sum(0.5 * (y[1:] + y[:-1]) * np.diff(t)) / (t[-1] - t[0]))
 
 
-def _ratio(a: float, b: float) -> float:
-    return a / b if math.isfinite(a) and math.isfinite(b) and b > 0 else math.nan
+#: Relative differences: the scale (|y| + |y_ref|)/2 at each time has the floor
+#: REL_FLOOR x its maximum over the run (a quantity crossing zero is not divided by ~0).
+REL_FLOOR = 1e-3
+#: One side of a comparison is ~0 (e.g. by symmetry) when its largest |value| is at most
+#: ZERO_SIDE x the other's: no relative difference is given then (it would read 200 %).
+ZERO_SIDE = 1e-9
+
+
+def _relative(ad, yref, y, scale, t) -> tuple[float, float, str]:
+    """(mean, max, note) over time of rel(t) = |y - y_ref| / max(scale(t), REL_FLOOR max scale):
+    both of one definition, so max >= mean; NaN with a note when one side is ~0."""
+    ar, ay = np.abs(np.asarray(yref, float)), np.abs(np.asarray(y, float))
+    if not (np.any(np.isfinite(ar)) and np.any(np.isfinite(ay))):
+        return math.nan, math.nan, ""
+    mr, my = float(np.nanmax(ar)), float(np.nanmax(ay))
+    if mr == 0.0 and my == 0.0:
+        return 0.0, 0.0, ""
+    if min(mr, my) <= ZERO_SIDE * max(mr, my):
+        return math.nan, math.nan, ("reference" if mr <= my else "run") + " ~ 0 throughout (e.g. by symmetry): see the absolute differences"
+    smax = float(np.nanmax(scale))
+    rel = np.asarray(ad, float) / np.maximum(scale, REL_FLOOR * smax)
+    fin = np.isfinite(rel)
+    if not fin.any():
+        return math.nan, math.nan, ""
+    return _time_mean(t, rel), float(np.max(rel[fin])), ""
 
 
 # ================================================================ the comparison
@@ -477,14 +501,16 @@ def compare_runs(folders, out=None, *, force: bool = False, formats=("png",), dp
             ref_abs = 0.5 * (np.abs(ref_vals[c]) + np.abs(y))  # symmetric scale: finite when y_ref ~ 0
             ref_mean = _time_mean(tgrid, ref_abs)
             ref_max = float(np.nanmax(ref_abs)) if np.any(np.isfinite(ref_abs)) else math.nan
+            rel_mean, rel_max, rel_note = _relative(ad, ref_vals[c], y, ref_abs, tgrid)
             rows.append({
                 "column": c, "track": tr.label, "reference": ref.label,
                 "mean_abs_diff": mean_abs, "max_abs_diff": max_abs, "t_at_max": t_max, "final_diff": float(d[-1]),
                 "ref_mean_abs": ref_mean, "ref_max_abs": ref_max,
-                "rel_mean_diff": _ratio(mean_abs, ref_mean), "rel_max_diff": _ratio(max_abs, ref_max),
+                "rel_mean_diff": rel_mean, "rel_max_diff": rel_max, "rel_note": rel_note,
             })
             diffs.setdefault(c, []).append((tr.label, tgrid, d))
-    markdown = _markdown(rows, alignment, wcheck, warnings, runs)
+    dist_rows = _distance_rows(tracks)
+    markdown = _markdown(rows, alignment, wcheck, warnings, runs, dist_rows)
     # ---------------------------------------------------------------- write
     out.mkdir(parents=True, exist_ok=True)
     files = _figures(tracks, diffs, ref.label, out, alignment, warnings, formats, dpi)
@@ -495,8 +521,9 @@ def compare_runs(folders, out=None, *, force: bool = False, formats=("png",), dp
     files += [out / "differences.md", out / "differences.csv", out / "compare.json"]
     doc = {
         "runs": runs, "reference": ref.label, "tracks": [t.label for t in tracks], "weight_path": wcheck, "forced": bool(force and not wcheck["same"]),
-        "alignment": alignment, "columns": shared, "differences": rows, "warnings": warnings, "files": [str(p) for p in files],
-        "relative": "rel_mean_diff = mean_abs_diff / ref_mean_abs, rel_max_diff = max_abs_diff / ref_max_abs, with ref_* the time average and maximum of the scale (|y| + |y_ref|)/2 over the aligned times",
+        "alignment": alignment, "columns": shared, "differences": rows, "distances": dist_rows, "warnings": warnings, "files": [str(p) for p in files],
+        "relative": (f"rel(t) = |y - y_ref| / max(s(t), {REL_FLOOR:g} max_t s), s = (|y| + |y_ref|)/2; rel_mean_diff / rel_max_diff = its time average / "
+                     "maximum (so max >= mean); none when one side is ~0 throughout (rel_note). ref_mean_abs / ref_max_abs: time average / maximum of s"),
     }
     atomic_write_text(out / "compare.json", json.dumps(jsonable(doc), indent=2))
     return CompareResult(out, rows, wcheck, alignment, warnings, files, markdown)
@@ -512,7 +539,30 @@ def _pct(x) -> str:
     return "–" if x is None or not math.isfinite(x) else f"{100 * x:.3g} %"
 
 
-def _markdown(rows, alignment, wcheck, warnings, runs) -> str:
+def _distance_rows(tracks) -> list[dict]:
+    """The mesh-versus-token distances of coupled runs with their floor: the value at t = 0,
+    where the tokens are drawn from the density (sampling and smoothing, not disagreement)."""
+    from spherepde.viz.plots import distance_columns, distance_floor
+
+    out, seen = [], set()
+    for tr in tracks:
+        s = tr.series
+        if id(s) in seen:
+            continue
+        seen.add(id(s))
+        for c in distance_columns(s.columns):
+            v = np.asarray(s.band(c).mean, float)
+            fin = np.isfinite(v)
+            if not fin.any():
+                continue
+            floor = distance_floor(s, c)
+            run = tr.label.rsplit(": ", 1)[0]
+            out.append({"run": run, "column": c, "at_t0": floor, "final": float(v[fin][-1]), "max": float(np.max(v[fin])),
+                        "final_minus_t0": float(v[fin][-1]) - floor})
+    return out
+
+
+def _markdown(rows, alignment, wcheck, warnings, runs, distances=()) -> str:
     lines = ["# Differences between runs", ""]
     for w in warnings:
         lines += [f"**{w}**", ""]
@@ -523,20 +573,30 @@ def _markdown(rows, alignment, wcheck, warnings, runs) -> str:
         lines.append("Weight path: the same" + (f" (checked up to t = {_fmt(until)})" if until is not None else "") + ".")
     lines += [
         "",
-        "Δ = y − y_ref on the aligned times; mean = time average (trapezoid rule); relative = divided by the time average / maximum of the scale (|y| + |y_ref|)/2.",
+        f"Δ = y − y_ref on the aligned times; mean = time average (trapezoid rule); relative: |Δ(t)| / s(t) at each time, s = (|y| + |y_ref|)/2 "
+        f"with the floor {REL_FLOOR:g} × max s, then its time average and maximum (at most 200 %; – where one side is ~0 throughout, e.g. by symmetry).",
         "",
         "| column | run | mean abs Δ | max abs Δ | at t | mean rel Δ | max rel Δ | Δ at end |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(f"| {r['column']} | {r['track']} | {_e(r['mean_abs_diff'])} | {_e(r['max_abs_diff'])} | {_fmt(r['t_at_max']) if math.isfinite(r['t_at_max']) else '–'} "
-                     f"| {_pct(r['rel_mean_diff'])} | {_pct(r['rel_max_diff'])} | {_e(r['final_diff'])} |")
+                     f"| {_pct(r['rel_mean_diff']) if not r.get('rel_note') else '– (' + r['rel_note'].split(' (')[0] + ')'} | {_pct(r['rel_max_diff'])} | {_e(r['final_diff'])} |")
+    if distances:
+        lines += [
+            "", "## Distances between the mesh and its tokens", "",
+            "At t = 0 the tokens are drawn from the density, so the value there is the distance's floor (sampling and, for l1_hist, "
+            "the smoothing of the token histogram), not a disagreement: read the later values against it.", "",
+            "| run | distance | at t = 0 (floor) | at end | end − floor | max |", "|---|---|---|---|---|---|",
+        ]
+        for r in distances:
+            lines.append(f"| {r['run']} | {r['column']} | {_e(r['at_t0'])} | {_e(r['final'])} | {_e(r['final_minus_t0'])} | {_e(r['max'])} |")
     return "\n".join(lines) + "\n"
 
 
 def _csv(rows) -> str:
     buf = io.StringIO()
-    cols = ["column", "track", "reference", "mean_abs_diff", "max_abs_diff", "t_at_max", "final_diff", "ref_mean_abs", "ref_max_abs", "rel_mean_diff", "rel_max_diff"]
+    cols = ["column", "track", "reference", "mean_abs_diff", "max_abs_diff", "t_at_max", "final_diff", "ref_mean_abs", "ref_max_abs", "rel_mean_diff", "rel_max_diff", "rel_note"]
     w = csv.writer(buf)
     w.writerow(cols)
     for r in rows:
@@ -544,9 +604,64 @@ def _csv(rows) -> str:
     return buf.getvalue()
 
 
+#: The longest run name a legend shows (longer ones keep their start and end around "…").
+LABEL_WIDTH = 24
+
+
+def _word_cuts(name: str) -> list[int]:
+    return [0] + [i + 1 for i, ch in enumerate(name) if ch in "-_ ./"] + [len(name)]
+
+
+def _shorten(names: list[str], width: int = LABEL_WIDTH) -> list[str]:
+    """Short, distinct legend names for run names: the words all names share at their start
+    and end are dropped (when that leaves every name non-empty and distinct), then names
+    longer than ``width`` keep their start and end around "…"; "run 1", "run 2", ... if
+    that is not enough to tell them apart."""
+    names = [str(n) for n in names]
+    if len(names) > 1:
+        pre = min((i for i in _word_cuts(names[0]) if all(n[:i] == names[0][:i] and i < len(n) for n in names)), key=lambda i: -i, default=0)
+        rev = [n[::-1] for n in names]
+        suf = min((i for i in _word_cuts(rev[0]) if all(r[:i] == rev[0][:i] and i < len(r) for r in rev)), key=lambda i: -i, default=0)
+        cut = [n[pre: len(n) - suf].strip("-_ ./") for n in names]
+        if all(cut) and len(set(cut)) == len(cut):
+            names = cut
+    half = (width - 1) // 2
+    out = [n if len(n) <= width else n[:half] + "…" + n[len(n) - (width - 1 - half):] for n in names]
+    return out if len(set(out)) == len(out) else [f"run {k + 1}" for k in range(len(out))]
+
+
+def short_labels(tracks) -> dict[str, str]:
+    """Legend labels of compared tracks (full label -> short one): one coupled run gives
+    "mesh" and "tokens"; several runs their shortened names (":mesh" / ": tokens" for the
+    tracks of a coupled run). The full names stay in differences.md and compare.json."""
+    order: list = []
+    for tr in tracks:
+        if not any(tr.series is s for s in order):
+            order.append(tr.series)
+    coupled = {id(s) for s in order if sum(tr.series is s for tr in tracks) > 1}
+
+    def run_name(s) -> str:
+        tr = next(t for t in tracks if t.series is s)
+        return tr.label.rsplit(": ", 1)[0] if id(s) in coupled else tr.label
+
+    short = _shorten([run_name(s) for s in order]) if len(order) > 1 else [""]
+    labels = {}
+    for tr in tracks:
+        i = next(k for k, s in enumerate(order) if tr.series is s)
+        part = ("tokens" if tr.prefix else "mesh") if id(tr.series) in coupled else ""
+        labels[tr.label] = ": ".join(x for x in (short[i], part) if x) or tr.label
+    return labels
+
+
 def _figures(tracks, diffs, ref_label, out: Path, alignment, warnings, formats, dpi) -> list[Path]:
+    from dataclasses import replace
+
     from spherepde.viz import plots
 
+    short = short_labels(tracks)
+    full, tracks = tracks, [replace(tr, label=short[tr.label]) for tr in tracks]
+    diffs = {c: [(short.get(lab, lab), t, d) for lab, t, d in v] for c, v in diffs.items()}
+    ref_label = short.get(ref_label, ref_label)
     how = "interpolated onto" if alignment["method"].startswith("linear") else "at"
     note = f"lower panels: difference to {ref_label} {how} its record times"
     if warnings:
@@ -560,7 +675,7 @@ def _figures(tracks, diffs, ref_label, out: Path, alignment, warnings, formats, 
             continue
         written += plots._save(fig, out, stem, formats, dpi)
     seen = set()
-    for tr in tracks:
+    for tr in full:
         s = tr.series
         if id(s) in seen or not plots.distance_columns(s.columns):
             continue

@@ -581,12 +581,23 @@ def plot_distances(source):
         fin = mean[np.isfinite(mean)]
         allpos &= bool(fin.size) and bool(np.all(fin > 0))
     for c in cols:
-        _draw(ax, s, c, distance_label(c, s), log=allpos)
+        line = _draw(ax, s, c, distance_label(c, s), log=allpos)
+        floor = distance_floor(s, c)
+        if math.isfinite(floor):  # tokens drawn from the density: what the distance reads when they agree
+            ax.axhline(floor, color=line.get_color(), ls=":", lw=1.2, label=f"{c} at t = 0 = {floor:.3g} (sampling floor)")
     if allpos:
         ax.set_yscale("log")
     ax.set_ylabel("distance between mesh and tokens")
-    _finish(fig, [ax], s, "Mesh versus tokens")
+    _finish(fig, [ax], s, "Mesh versus tokens", note="dotted: the value at t = 0, where the tokens are drawn from the density")
     return fig
+
+
+def distance_floor(s: Series, col: str) -> float:
+    """The first recorded value of a distance column (t = 0, tokens just drawn from the
+    density): its floor of sampling and smoothing, read beside the later values."""
+    v = np.asarray(s.band(col).mean, float)
+    fin = np.flatnonzero(np.isfinite(v))
+    return float(v[fin[0]]) if fin.size and abs(float(s.t[fin[0]])) <= 1e-9 else math.nan
 
 
 # ============================================================================== density maps
