@@ -422,6 +422,17 @@ class WeightPath:
         return self.heads == "gradient"
 
     @property
+    def is_constant(self) -> bool:
+        """True when Theta_t does not change in time (no noise, the same A_h, V_h and drift on
+        every grid point, e.g. the ``frozen`` process): steps may then cross grid points."""
+        c = self.__dict__.get("_is_constant")
+        if c is None:
+            c = bool(self.sigma == 0.0 and np.all(self.A == self.A[0]) and np.all(self.V == self.V[0])
+                     and np.all(self.drift == self.drift[0]))
+            self.__dict__["_is_constant"] = c
+        return c
+
+    @property
     def D(self) -> np.ndarray:
         """Gradient heads: the symmetric matrices D_h on the grid (= A)."""
         if not self.is_gradient:

@@ -94,10 +94,12 @@ class MeshSection:
 class SolverSection:
     T: float = _f(2.0, "final time", gt=0.0)
     dt: float = _f(0.0, "particles: step (0: the weight grid step, or a stable fraction of it); mesh: fixed step (0: adaptive from cfl)", min=0.0)
-    integrator: str = _f("", "particles: 'euler' (paper) or 'heun'; mesh: 'euler', 'ssprk2', 'ssprk3' (empty: euler / ssprk3)", choices=("", "euler", "heun", "ssprk2", "ssprk3"))
+    integrator: str = _f("", "particles: 'euler' (paper) or 'heun'; mesh: 'euler', 'ssprk2', 'ssprk3' or 'implicit' (linearly implicit upwind, order 1, steps from solver.tol; empty: euler / ssprk3)", choices=("", "euler", "heun", "ssprk2", "ssprk3", "implicit"))
     order: int = _f(1, "mesh: spatial order, 1 (upwind) or 2 (limited linear reconstruction)", choices=(1, 2))
     velocity: str = _f("potential", "mesh: edge velocity from 'potential' differences (gradient heads) or v at the 'midpoint'", choices=("potential", "midpoint"))
     cfl: float = _f(0.5, "mesh: CFL number in (0, 1]", gt=0.0, max=1.0)
+    tol: float = _f(1e-3, "mesh, integrator 'implicit': local error per step (mass moved, plus mass x displacement of point masses) that sets the step", gt=0.0, max=1.0)
+    atoms: bool = _f(False, "mesh, integrator 'implicit': carry collapsed clusters as point masses (merge times free of numerical diffusion; docs/model.md)")
     summation: str = _f("auto", "mesh: attention sums 'direct', 'fast' (spherical harmonics, O(N L^2)) or 'auto' (fast where it pays and meets summation_tol)", choices=("direct", "fast", "auto"))
     summation_tol: float = _f(1e-10, "mesh: accuracy of the fast sums (relative error of Z_h and error of the softmax average)", gt=0.0)
     diagnostics_tol: float = _f(1e-6, "mesh: accuracy of the fast sums' moments Y_h/Z_h and Q_h/Z_h, which feed only the energy diagnostics (G2, d_tE, martingale), not the potential velocity; taken as summation_tol when smaller", gt=0.0)
@@ -298,8 +300,12 @@ def _check_consistency(cfg: Config, base_dir: Path | None) -> None:
     integ = cfg.integrator
     if solver == "particles" and integ not in ("euler", "heun"):
         raise ConfigError(f"solver.integrator: {integ!r} is a mesh integrator; particles use 'euler' or 'heun'")
-    if solver in ("mesh", "both") and integ not in ("euler", "ssprk2", "ssprk3"):
-        raise ConfigError(f"solver.integrator: {integ!r} is a particle integrator; the mesh solver uses 'euler', 'ssprk2' or 'ssprk3'")
+    if solver in ("mesh", "both") and integ not in ("euler", "ssprk2", "ssprk3", "implicit"):
+        raise ConfigError(f"solver.integrator: {integ!r} is a particle integrator; the mesh solver uses 'euler', 'ssprk2', 'ssprk3' or 'implicit'")
+    if solver in ("mesh", "both") and integ == "implicit" and cfg.solver.order != 1:
+        raise ConfigError("solver.order: the 'implicit' integrator is the first-order upwind step; set solver.order = 1")
+    if solver in ("mesh", "both") and cfg.solver.atoms and (integ != "implicit" or model.heads != "gradient" or cfg.solver.velocity != "potential"):
+        raise ConfigError("solver.atoms: point masses need solver.integrator = 'implicit', gradient heads and solver.velocity = 'potential'")
     if solver in ("mesh", "both") and model.heads == "general" and cfg.solver.velocity == "potential":
         raise ConfigError("solver.velocity: 'potential' needs gradient heads; use velocity = 'midpoint' for model.heads = 'general'")
     if ini.kind == "harmonic" and solver == "particles":

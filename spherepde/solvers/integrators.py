@@ -33,7 +33,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["INTEGRATORS", "SSPScheme", "get_integrator"]
+__all__ = ["IMPLICIT", "INTEGRATORS", "MESH_INTEGRATORS", "SSPScheme", "get_integrator"]
+
+#: The linearly implicit upwind Euler step with local-error step control
+#: (:mod:`spherepde.solvers.implicit`; mesh solver, order 1 only). Not an SSP scheme.
+IMPLICIT = "implicit"
 
 
 @dataclass(frozen=True)
@@ -98,6 +102,10 @@ INTEGRATORS: dict[str, SSPScheme] = {
         b=(1.0 / 6.0, 1.0 / 6.0, 2.0 / 3.0),
     ),
 }
+
+
+#: Every name the mesh solver accepts as ``integrator``.
+MESH_INTEGRATORS: tuple[str, ...] = (*INTEGRATORS, IMPLICIT)
 
 
 def get_integrator(name: str | SSPScheme) -> SSPScheme:

@@ -51,8 +51,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from spherepde.attention import SUMMATION_MODES
-from spherepde.model.energy import DIAGNOSTIC_COLUMNS, EnergyBalance, state_rates
+from spherepde.attention import SUMMATION_MODES, attention_moments
+from spherepde.model.energy import DIAGNOSTIC_COLUMNS, EnergyBalance, state_rates, weighted_clusters
 from spherepde.model.fused import fused_rates, martingale_from_moments
 from spherepde.model.velocity import HeadFields, velocity_from_fields
 from spherepde.model.weights import WeightPath
@@ -65,15 +65,20 @@ from spherepde.solvers.fv import (
     fv_rhs,
     midpoint_edge_velocity,
     potential_edge_velocity,
+    scheme_g2,
 )
-from spherepde.solvers.integrators import get_integrator
+from spherepde.solvers.implicit import implicit_flux, implicit_upwind_step
+from spherepde.solvers.integrators import IMPLICIT, get_integrator
 
 __all__ = ["MESH_COLUMNS", "CFLViolation", "MeshSolver", "PositivityError", "SolverError"]
 
 log = logging.getLogger(__name__)
 
 #: Columns of :meth:`MeshSolver.record`: the common diagnostics plus mesh-only ones.
-MESH_COLUMNS = DIAGNOSTIC_COLUMNS + ("mass", "rho_min", "rho_max", "dt_last")
+MESH_COLUMNS = DIAGNOSTIC_COLUMNS + ("G2_pointwise", "n_clusters", "atom_mass", "mass", "rho_min", "rho_max", "dt_last")
+
+#: Cells denser than this (5x the uniform density) count as concentrated mass for the cluster count.
+DENSE_FLOOR = 5.0 / (4.0 * math.pi)
 
 #: Relative tolerance on negative densities (round-off) before PositivityError.
 NEGATIVE_TOL = 1e-14
@@ -101,6 +106,7 @@ class _Stage:
     rhs: np.ndarray  # (nc,) d rho/dt
     bound: float  # CFL bound of this stage (fv.cfl_bound)
     rates: dict | None  # energy rates, Phi, xi and the moments M (model.fused.fused_rates)
+    atom_v: np.ndarray | None = None  # (k, 3) velocities of the point masses
 
 
 class MeshSolver:
@@ -115,7 +121,13 @@ class MeshSolver:
     velocity : ``"potential"`` (gradient heads only; default) or ``"midpoint"``
         (:mod:`spherepde.solvers.fv`).
     order : 1 (upwind) or 2 (limited linear reconstruction).
-    integrator : ``"euler"``, ``"ssprk2"`` or ``"ssprk3"`` (:data:`spherepde.solvers.integrators.INTEGRATORS`).
+    integrator : ``"euler"``, ``"ssprk2"`` or ``"ssprk3"`` (:data:`spherepde.solvers.integrators.INTEGRATORS`),
+        or ``"implicit"``: the linearly implicit upwind step (:mod:`spherepde.solvers.implicit`;
+        order 1), positive and mass-conserving for any step, with steps chosen from the local
+        error (``tol``) instead of the CFL bound (or the fixed ``dt``, unchecked).
+    tol : implicit integrator only: the local error allowed per step, in mass moved,
+        (h/2) sum_c |C_c| |r_c(t + h) - r_c(t)| <= tol with r = d rho/dt (the backward-Euler
+        error estimate); default 1e-3. ``dt_max`` bounds the step (default: none).
     cfl : safety factor in (0, 1] multiplying the CFL bound.
     dt : fixed step (checked against cfl * bound every step) or None for adaptive steps.
     check : check finiteness and positivity after every step.
@@ -159,6 +171,13 @@ class MeshSolver:
         summation: str = "auto",
         summation_tol: float = 1e-10,
         diagnostics_tol: float | None = 1e-6,
+        tol: float = 1e-3,
+        dt_max: float | None = None,
+        atoms: bool = False,
+        atom_spread: float | None = None,
+        atom_radius: float | None = None,
+        atom_min_mass: float = 1e-3,
+        merge_radius: float = 1e-2,
     ):
         if not isinstance(path, WeightPath):
             raise TypeError(f"path must be a WeightPath, got {type(path).__name__}")
@@ -194,8 +213,46 @@ class MeshSolver:
         self.path = path
         self.velocity = velocity
         self.order = int(order)
-        self.scheme = get_integrator(integrator)
-        self.integrator = self.scheme.name
+        if integrator == IMPLICIT:
+            if order != 1:
+                raise ValueError("integrator = 'implicit' is the first-order upwind step; use order = 1")
+            self.scheme = None
+            self.integrator = IMPLICIT
+        else:
+            self.scheme = get_integrator(integrator)
+            self.integrator = self.scheme.name
+        tol = float(tol)
+        if not (tol > 0.0 and math.isfinite(tol)):
+            raise ValueError(f"tol must be a positive number, got {tol}")
+        if dt_max is not None:
+            dt_max = float(dt_max)
+            if not (dt_max > 0.0 and math.isfinite(dt_max)):
+                raise ValueError(f"dt_max must be a positive number (or None), got {dt_max}")
+        self.tol = tol
+        self.dt_max = dt_max
+        self.atoms = bool(atoms)
+        if self.atoms:
+            if integrator != IMPLICIT:
+                raise ValueError("atoms = True (collapsed clusters carried as point masses) needs integrator = 'implicit'")
+            if not path.is_gradient or velocity != "potential" or velocity_field is not None:
+                raise ValueError("atoms = True needs gradient heads and the potential velocity")
+        h_mesh = float(np.mean(mesh.edge_lengths))
+        self.atom_spread = h_mesh if atom_spread is None else float(atom_spread)
+        self.atom_radius = 2.5 * h_mesh if atom_radius is None else float(atom_radius)
+        self.atom_min_mass = float(atom_min_mass)
+        self.merge_radius = float(merge_radius)
+        for name in ("atom_spread", "atom_radius", "atom_min_mass", "merge_radius"):
+            val = getattr(self, name)
+            if not (val > 0.0 and math.isfinite(val)):
+                raise ValueError(f"{name} must be a positive number, got {val}")
+        #: point masses (collapsed clusters): positions (k, 3) and masses (k,)
+        self.atom_x = np.zeros((0, 3))
+        self.atom_m = np.zeros(0)
+        #: merge events of the point masses: (t, m1, m2, angle) per merge
+        self.merges: list[tuple[float, float, float, float]] = []
+        self._tree = None
+        #: implicit integrator: the step proposed for the next step (NaN: not yet chosen)
+        self.h_next = float("nan")
         self.cfl = cfl
         self.dt = dt
         self.check = bool(check)
@@ -211,6 +268,8 @@ class MeshSolver:
         self.dt_min = 0.0
         self._cache: tuple | None = None
         self.balance = EnergyBalance(sign=path.sign)
+        if self.atoms:
+            self._collapse()
         if self._has_energy:
             self.balance.E0 = self._current().rates["energy"]
 
@@ -237,8 +296,10 @@ class MeshSolver:
             rho /= mass
         return rho
 
-    def _evaluate(self, rho: np.ndarray, t: float) -> _Stage:
+    def _evaluate(self, rho: np.ndarray, t: float, atom_x: np.ndarray | None = None) -> _Stage:
         """Edge velocities, the FV right-hand side and (gradient heads) the energy rates at (rho, t)."""
+        if self.atoms and len(self.atom_m):
+            return self._evaluate_atoms(rho, t, self.atom_x if atom_x is None else atom_x)
         g = self.geom
         faces = face_values(g, rho, self.order)
         if self.velocity_field is not None:
@@ -268,9 +329,145 @@ class MeshSolver:
             u = potential_edge_velocity(g, rates["Phi"], self.path.sign)
         else:
             u = midpoint_edge_velocity(g, masses, A, V, summation=self.summation, tol=self.summation_tol)
-        rhs = fv_rhs(g, faces, u)
+        flux = np.empty(g.n_edges)
+        rhs = fv_rhs(g, faces, u, flux=flux)
         rates["transport"] = float(np.sum(rates["xi"] * g.areas * rhs))
+        # G^2 of the scheme (closes the paper-form balance); the nodal value is kept beside it
+        rates["G2_pointwise"] = rates["G2"]
+        rates["G2"] = scheme_g2(g, logZ, u, flux)
+        rates["logZ"] = logZ
         return _Stage(u, rhs, self._bound(u, rho, faces), rates)
+
+    def _evaluate_atoms(self, rho: np.ndarray, t: float, atom_x: np.ndarray) -> _Stage:
+        """:meth:`_evaluate` for the measure rho dsigma + sum_k m_k delta_{y_k} (docs/model.md §4.6).
+
+        Cells and point masses are sources and targets of the same attention sums; the cells
+        move by the upwind scheme with u_e = s (Phi_n - Phi_c)/d_cn, a point mass with the
+        exact token velocity v(y_k) = (1/H) sum_h P_y V_h Y_h/Z_h. Energy, xi and the nodal
+        G^2 cover the whole measure; the scheme's G^2 adds the exact point-mass terms
+        m_k |v_k|^2 / ((1/H) sum_h 1/Z_h(y_k)) to the cells' :func:`scheme_g2`, and the
+        transport rate adds m_k grad xi(y_k) . v_k.
+        """
+        g = self.geom
+        nc = g.n_cells
+        faces = face_values(g, rho, 1)
+        X = np.concatenate([g.nodes, atom_x])
+        m = np.concatenate([rho * g.areas, self.atom_m])
+        A, V = self.path.matrices(t)
+        sigma = self.path.sigma
+        # empty cells add nothing to the sums; neither do the round-off masses the sparse solve
+        # leaves in them (below 1e-16 of the total, far below the sums' accuracy)
+        src = np.flatnonzero(m > 1e-16)
+        logZ, Ybar, Qbar = attention_moments(X, X[src], m[src], A, want_q=sigma > 0, log=True, summation=self.summation,
+                                             tol=self.summation_tol, tol_moments=self.diagnostics_tol)
+        rates = fused_rates(X, m, logZ, Ybar, Qbar, V, self.path.drift_at(t), sigma)
+        u = potential_edge_velocity(g, rates["Phi"][:nc], self.path.sign)
+        flux = np.empty(g.n_edges)
+        rhs = fv_rhs(g, faces, u, flux=flux)
+        # point masses: velocity, grad xi (A = D for gradient heads) and mobility
+        H = A.shape[0]
+        Yk = Ybar[nc:]  # (k, H, 3)
+        a = np.einsum("hij,khj->ki", V, Yk) / H
+        y = atom_x
+        v = a - np.sum(a * y, axis=1)[:, None] * y
+        Zk = np.exp(logZ[nc:])  # (k, H)
+        gx = np.einsum("kh,hij,khj->ki", Zk, A, Yk) / H
+        gx = gx - np.sum(gx * y, axis=1)[:, None] * y
+        mob = np.mean(1.0 / Zk, axis=1)
+        rates["transport"] = float(np.sum(rates["xi"][:nc] * g.areas * rhs) + np.sum(self.atom_m * np.sum(gx * v, axis=1)))
+        rates["G2_pointwise"] = rates["G2"]
+        rates["G2_atoms"] = float(np.sum(self.atom_m * np.sum(v * v, axis=1) / mob))
+        rates["transport_atoms"] = float(np.sum(self.atom_m * np.sum(gx * v, axis=1)))
+        rates["G2"] = scheme_g2(g, logZ[:nc], u, flux) + rates["G2_atoms"]
+        rates["logZ"] = logZ[:nc]
+        rates["Phi"] = rates["Phi"][:nc]
+        rates["xi"] = rates["xi"][:nc]
+        return _Stage(u, rhs, self._bound(u, rho, faces), rates, v)
+
+    # ------------------------------------------------------------------ point masses
+    def _node_tree(self):
+        if self._tree is None:
+            from scipy.spatial import cKDTree
+
+            self._tree = cKDTree(self.geom.nodes)
+        return self._tree
+
+    def _collapse(self) -> bool:
+        """Carry collapsed clusters as point masses (docs/model.md §4.6); True if the state changed.
+
+        1. absorb: the mass of the cells whose nodes lie within ``atom_spread`` of a point mass
+           joins it (at the mass-weighted mean position, projected to the sphere);
+        2. merge: point masses closer than ``merge_radius`` (radians) become one (an event);
+        3. collapse: around every cell holding a local maximum of rho with
+           rho_c >= 5/(4 pi), the cells within ``atom_radius`` whose mass-weighted angular
+           spread about their mean is at most ``atom_spread`` and whose mass is at least
+           ``atom_min_mass`` become one point mass at that mean.
+        Mass is conserved exactly (moved, never created); the first moment of the moved mass is
+        kept up to the projection onto the sphere.
+        """
+        g = self.geom
+        tree = self._node_tree()
+        changed = False
+        masses = self.rho * g.areas
+        chord = lambda ang: 2.0 * math.sin(0.5 * min(ang, math.pi))  # noqa: E731
+        # 1. absorb
+        for k in range(len(self.atom_m)):
+            idx = tree.query_ball_point(self.atom_x[k], chord(self.atom_spread))
+            idx = [i for i in idx if masses[i] > 1e-16]
+            if idx:
+                mk = masses[idx]
+                tot = self.atom_m[k] + mk.sum()
+                p = self.atom_m[k] * self.atom_x[k] + mk @ g.nodes[idx]
+                self.atom_x[k] = p / np.linalg.norm(p)
+                self.atom_m[k] = tot
+                masses[idx] = 0.0
+                self.rho[idx] = 0.0
+                changed = True
+        # 2. merge
+        merged = True
+        while merged and len(self.atom_m) > 1:
+            merged = False
+            cosang = np.clip(self.atom_x @ self.atom_x.T, -1.0, 1.0)
+            np.fill_diagonal(cosang, -2.0)
+            i, j = np.unravel_index(int(np.argmax(cosang)), cosang.shape)
+            ang = math.acos(cosang[i, j])
+            if ang < self.merge_radius:
+                mi, mj = self.atom_m[i], self.atom_m[j]
+                p = mi * self.atom_x[i] + mj * self.atom_x[j]
+                self.merges.append((float(self.t), float(mi), float(mj), float(ang)))
+                log.info("t = %.6g: point masses %.4g and %.4g merge (angle %.3g rad)", self.t, mi, mj, ang)
+                self.atom_x[i] = p / np.linalg.norm(p)
+                self.atom_m[i] = mi + mj
+                self.atom_x = np.delete(self.atom_x, j, axis=0)
+                self.atom_m = np.delete(self.atom_m, j)
+                merged = changed = True
+        # 3. collapse
+        floor = DENSE_FLOOR
+        nb = g.neighbors
+        cand = np.flatnonzero((self.rho >= floor) & np.all(self.rho[:, None] >= self.rho[nb], axis=1))
+        for c in cand[np.argsort(-self.rho[cand], kind="stable")]:
+            if masses[c] <= 0.0:
+                continue
+            idx = np.asarray(tree.query_ball_point(g.nodes[c], chord(self.atom_radius)), dtype=np.int64)
+            mk = masses[idx]
+            tot = float(mk.sum())
+            if tot < self.atom_min_mass:
+                continue
+            p = mk @ g.nodes[idx]
+            centre = p / np.linalg.norm(p)
+            ang = np.arccos(np.clip(g.nodes[idx] @ centre, -1.0, 1.0))
+            spread = math.sqrt(float(mk @ ang**2) / tot)
+            if spread > self.atom_spread:
+                continue
+            self.atom_x = np.concatenate([self.atom_x, centre[None]])
+            self.atom_m = np.concatenate([self.atom_m, [tot]])
+            masses[idx] = 0.0
+            self.rho[idx] = 0.0
+            changed = True
+            log.info("t = %.6g: a cluster of mass %.4g (spread %.3g rad) becomes a point mass", self.t, tot, spread)
+        if changed:
+            self._cache = None
+        return changed
 
     def _bound(self, u, rho, faces) -> float:
         return cfl_bound(self.geom, u, self.order, rho, faces)
@@ -291,6 +488,8 @@ class MeshSolver:
     # ------------------------------------------------------------------ stepping
     def step(self, t_stop: float) -> float:
         """Take one step, ending at min(t + dt, next weight-grid time, t_stop); return the dt taken."""
+        if self.scheme is None:
+            return self._step_implicit(t_stop)
         t = self.t
         t_stop = float(t_stop)
         pdt = self.path.dt
@@ -358,6 +557,121 @@ class MeshSolver:
         self._cache = None
         return h
 
+    def _end_time(self, t: float, h: float, t_stop: float) -> float:
+        """t + h cut at t_stop and (unless Theta_t is constant) at the next weight-grid point."""
+        pdt = self.path.dt
+        t_end = min(t + h, t_stop)
+        if not self.path.is_constant:
+            t_next = self.path.next_grid_time(t)
+            t_end = min(t_end, t_next)
+            if t_next - t_end <= SNAP_TOL * pdt:
+                t_end = t_next
+        if abs(t_stop - t_end) <= SNAP_TOL * pdt:
+            return t_stop
+        return self._snap(t_end)
+
+    def _step_implicit(self, t_stop: float) -> float:
+        """One linearly implicit upwind step (docs/model.md §4.5) with local-error control.
+
+        The velocity u^n of (rho^n, t_n) is frozen over the step and (C + h K(u^n)) rho^{n+1} =
+        C rho^n is solved. The error estimate err = (h/2) sum_c |C_c| |r^{n+1}_c - r^n_c|
+        (r = the explicit d rho/dt of each end state, the second derivative of the backward-Euler
+        local error) accepts the step when err <= tol, else the step is retried with
+        h * max(0.2, 0.9 sqrt(tol/err)); the next step is proposed the same way (growth <= 5x).
+        The first step starts from the explicit CFL step. Energy balance over the step:
+        d_tE by the trapezoid rule; transport by the discrete chain rule
+        (1/2)(xi^n + xi^{n+1}) . (m^{n+1} - m^n), exact for a frozen quadratic energy; G^2 as
+        the mean of :func:`spherepde.solvers.fv.scheme_g2` with the step's flux and the
+        velocities of both ends, which equals s * transport for one head.
+        """
+        t = self.t
+        t_stop = float(t_stop)
+        pdt = self.path.dt
+        if t_stop > self.path.T + SNAP_TOL * pdt:
+            raise ValueError(f"t_stop = {t_stop} lies beyond the end of the weight path (T = {self.path.T})")
+        if not t_stop > t + SNAP_TOL * pdt:
+            raise ValueError(f"t_stop = {t_stop} must lie after the current time t = {t}")
+        g = self.geom
+        ev0 = self._current()
+        if self.dt is not None:
+            h_try = self.dt
+        elif math.isfinite(self.h_next):
+            h_try = self.h_next
+        else:
+            h_try = self.cfl * ev0.bound if math.isfinite(ev0.bound) else t_stop - t
+        if self.dt_max is not None:
+            h_try = min(h_try, self.dt_max)
+        dmart = 0.0
+        k = self.path.grid_index(t)
+        if self._has_energy and self.path.sigma > 0 and k is not None and k < self.path.K:
+            dmart = martingale_from_moments(ev0.rates["M"], self.path.dM[k])
+        r0_mass = g.areas * ev0.rhs
+        for _attempt in range(60):
+            if h_try < self.dt_min:
+                raise SolverError(
+                    f"the implicit step collapsed to dt = {h_try:.3g} at t = {t:.6g} (step {self.step_count}), below the floor "
+                    f"{self.dt_min:.3g}: the local error tolerance tol = {self.tol:g} cannot be met -- raise tol"
+                )
+            t_end = self._end_time(t, h_try, t_stop)
+            h = t_end - t
+            if not h > 0:
+                raise SolverError(f"zero time step at t = {t:.6g}, step {self.step_count} (dt = {h_try:.3g}, t_stop = {t_stop:.6g})")
+            new = implicit_upwind_step(g, self.rho, ev0.u, h)
+            new_x = None
+            if ev0.atom_v is not None:
+                new_x = self.atom_x + h * ev0.atom_v
+                new_x /= np.linalg.norm(new_x, axis=1)[:, None]
+            ev1 = self._evaluate(new, t_end, new_x)
+            err = 0.5 * h * float(np.sum(np.abs(g.areas * ev1.rhs - r0_mass)))
+            if ev0.atom_v is not None:
+                err += 0.5 * h * float(self.atom_m @ np.linalg.norm(ev1.atom_v - ev0.atom_v, axis=1))
+            fac = 5.0 if err == 0.0 else min(5.0, max(0.2, 0.9 * math.sqrt(self.tol / err)))
+            if self.dt is not None or err <= self.tol:
+                if ev0.atom_v is not None:  # Heun for the point masses: the corrected positions
+                    new_x = self.atom_x + (0.5 * h) * (ev0.atom_v + ev1.atom_v)
+                    new_x /= np.linalg.norm(new_x, axis=1)[:, None]
+                    ev1 = self._evaluate(new, t_end, new_x)
+                break
+            h_try = h * fac
+        else:  # pragma: no cover - the error would have to stay above tol 60 times in a row
+            raise SolverError(f"no step meets the local error tolerance at t = {t:.6g}, step {self.step_count}; raise tol")
+        truncated = h < h_try * (1.0 - 1e-12)
+        self.h_next = max(h_try, h * fac) if (truncated and fac >= 1.0) else h * fac
+        if self.check:
+            self._check_state(new, t_end)
+        if self._has_energy:
+            r0, r1 = ev0.rates, ev1.rates
+            dm = g.areas * (new - self.rho)
+            transport = 0.5 * float(np.sum((r0["xi"] + r1["xi"]) * dm))
+            flux = implicit_flux(g, new, ev0.u)
+            G2 = 0.5 * (scheme_g2(g, r0["logZ"], ev0.u, flux) + scheme_g2(g, r1["logZ"], ev1.u, flux))
+            G2 += 0.5 * (r0.get("G2_atoms", 0.0) + r1.get("G2_atoms", 0.0))
+            transport += 0.5 * h * (r0.get("transport_atoms", 0.0) + r1.get("transport_atoms", 0.0))
+            self.balance.add_martingale(dmart)
+            self.balance.add_integrals(0.5 * h * (r0["dEdt_partial"] + r1["dEdt_partial"]), transport, h * G2)
+        self.rho = new
+        if new_x is not None:
+            self.atom_x = new_x
+        self.t = t_end
+        self.step_count += 1
+        self.dt_last = h
+        self._cache = ((self.step_count, self.t), ev1)
+        if self.atoms:
+            self._collapse_keeping_balance()
+        return h
+
+    def _collapse_keeping_balance(self) -> None:
+        """:meth:`_collapse` after a step; the energy jump of a collapse (the self-energy
+        difference of the moved mass, O(m spread^2)) is booked into the transport and G^2
+        integrals so that the balance columns keep measuring the time stepping."""
+        if not self._has_energy:
+            self._collapse()
+            return
+        E_before = self._current().rates["energy"]
+        if self._collapse():
+            jump = self._current().rates["energy"] - E_before
+            self.balance.jumps += jump
+
     def _stages(self, ev0: _Stage, t: float, h: float):
         """One SSP-RK step of size h from (self.rho, t); returns (rho_new, stage rates, min later-stage bound)."""
         sch = self.scheme
@@ -412,8 +726,13 @@ class MeshSolver:
         return True
 
     def cfl_step(self) -> float:
-        """The adaptive step cfl * (CFL bound) of the current state (the fixed ``dt`` if set)."""
-        return self.dt if self.dt is not None else self.cfl * self._current().bound
+        """The adaptive step cfl * (CFL bound) of the current state (the fixed ``dt`` if set;
+        the implicit integrator: its proposed next step, once one was taken)."""
+        if self.dt is not None:
+            return self.dt
+        if self.scheme is None and math.isfinite(self.h_next):
+            return self.h_next
+        return self.cfl * self._current().bound
 
     # ------------------------------------------------------------------ output
     def record(self) -> dict:
@@ -422,21 +741,37 @@ class MeshSolver:
         masses = self.rho * g.areas
         row: dict = {"t": float(self.t), "step": int(self.step_count)}
         row.update(self.balance.columns(self._current().rates if self._has_energy else None))
-        row["mean_resultant"] = float(np.linalg.norm(masses @ g.nodes))
-        row["mass"] = float(np.sum(masses))
+        row["mean_resultant"] = float(np.linalg.norm(masses @ g.nodes + self.atom_m @ self.atom_x))
+        row["G2_pointwise"] = float(self._current().rates["G2_pointwise"]) if self._has_energy else float("nan")
+        row["mass"] = float(np.sum(masses) + np.sum(self.atom_m))
+        row["atom_mass"] = float(np.sum(self.atom_m))
+        dense = self.rho >= DENSE_FLOOR
+        row["n_clusters"] = len(weighted_clusters(np.concatenate([g.nodes[dense], self.atom_x]), np.concatenate([masses[dense], self.atom_m]))[1])
         row["rho_min"] = float(self.rho.min())
         row["rho_max"] = float(self.rho.max())
         row["dt_last"] = float(self.dt_last)
         return {k: row[k] for k in MESH_COLUMNS}
 
     def snapshot(self) -> dict:
-        """Arrays of the current state for snapshot files: ``{"rho": (nc,)}``."""
-        return {"rho": self.rho.copy()}
+        """Arrays of the current state for snapshot files: ``{"rho": (nc,)}``; a point mass is
+        drawn as its mass spread over the cell whose node is nearest (:meth:`density`)."""
+        return {"rho": self.density()}
+
+    def density(self) -> np.ndarray:
+        """The cell densities with every point mass deposited in its nearest cell, (nc,)."""
+        rho = self.rho.copy()
+        if len(self.atom_m):
+            _, idx = self._node_tree().query(self.atom_x)
+            np.add.at(rho, np.atleast_1d(idx), self.atom_m / self.geom.areas[np.atleast_1d(idx)])
+        return rho
 
     def get_state(self) -> dict:
         """Everything needed for a bit-for-bit resume (numpy arrays, floats and ints only)."""
-        st = {"rho": self.rho.copy(), "t": float(self.t), "step_count": int(self.step_count), "dt_last": float(self.dt_last)}
+        st = {"rho": self.rho.copy(), "t": float(self.t), "step_count": int(self.step_count), "dt_last": float(self.dt_last),
+              "h_next": float(self.h_next)}
         st.update({"balance_" + k: (float("nan") if v is None else float(v)) for k, v in self.balance.state().items()})
+        if self.atoms:
+            st.update(atom_x=self.atom_x.copy(), atom_m=self.atom_m.copy(), merges=np.asarray(self.merges, dtype=np.float64).reshape(-1, 4))
         return st
 
     def set_state(self, st: dict) -> None:
@@ -451,5 +786,10 @@ class MeshSolver:
         self.t = float(st["t"])
         self.step_count = int(st["step_count"])
         self.dt_last = float(st["dt_last"])
-        self.balance.restore({k: float(st["balance_" + k]) for k in self.balance.state()})
+        self.h_next = float(st.get("h_next", float("nan")))
+        self.balance.restore({k: float(st["balance_" + k]) for k in self.balance.state() if "balance_" + k in st})
+        if "atom_x" in st:
+            self.atom_x = np.asarray(st["atom_x"], dtype=np.float64).reshape(-1, 3).copy()
+            self.atom_m = np.asarray(st["atom_m"], dtype=np.float64).reshape(-1).copy()
+            self.merges = [tuple(float(v) for v in row) for row in np.asarray(st["merges"], dtype=np.float64).reshape(-1, 4)]
         self._cache = None
