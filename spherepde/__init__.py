@@ -8,6 +8,8 @@ The curated public API; the model, its conventions and the discrete schemes are 
 sweeps) -> :mod:`spherepde.viz` and :mod:`spherepde.validation`.
 """
 
+from spherepde.runs import interrupt as _interrupt  # noqa: F401  (first: Ctrl-C while the command line starts exits 130, one line)
+
 __version__ = "0.1.0"
 
 from spherepde.geometry import densities  # noqa: E402

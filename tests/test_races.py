@@ -10,6 +10,7 @@ import io
 import json
 import multiprocessing as mp
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -224,3 +225,77 @@ def test_a_sweep_lock_that_is_not_a_lock_is_refused_in_one_line(tmp_path):
     with pytest.raises(SweepError, match="other-host"):
         lock.acquire()
     assert socket.gethostname() != "other-host"
+
+
+# ============================================================================= Ctrl-C
+#: A particle run long enough (a few seconds) to be interrupted at any point of its start-up.
+LONG = ["--set", "run.solver=particles", "--set", "initial.n=8", "--set", "solver.T=200", "--set", "output.vtk=false"]
+
+
+@pytest.fixture(scope="module")
+def interpreter_start() -> float:
+    """Seconds the bare interpreter takes to start (site included), before any spherepde code
+    can run: a Ctrl-C in that window is Python's, not spherepde's."""
+    times = []
+    for _ in range(3):
+        t0 = time.monotonic()
+        subprocess.run([sys.executable, "-c", "pass"], check=True)
+        times.append(time.monotonic() - t0)
+    return max(times)
+
+
+def interrupt(cmd: list[str], delay: float, *, double: bool) -> tuple[int, str]:
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(delay)
+        proc.send_signal(signal.SIGINT)
+        if double:
+            time.sleep(0.01)
+            proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return proc.returncode, err
+
+
+@pytest.mark.parametrize("delay,double", [(0.05, False), (0.2, False), (0.5, False), (0.05, True), (0.5, True)])
+def test_ctrl_c_at_start_up_exits_130_with_at_most_one_line(tmp_path, interpreter_start, delay, double):
+    folder = tmp_path / "r"
+    code, err = interrupt([sys.executable, "-m", "spherepde", "run", *LONG, "--out", str(folder), "-q"],
+                          1.5 * interpreter_start + delay, double=double)
+    assert code == 130, err
+    assert len(err.strip().splitlines()) <= 1 and "Traceback" not in err, err
+
+
+def test_ctrl_c_at_start_up_of_the_console_script(tmp_path, interpreter_start):
+    script = Path(sys.executable).with_name("spherepde")
+    if not script.is_file():
+        pytest.skip("no spherepde console script next to this interpreter")
+    code, err = interrupt([str(script), "run", *LONG, "--out", str(tmp_path / "r"), "-q"], 1.5 * interpreter_start + 0.2, double=True)
+    assert code == 130 and len(err.strip().splitlines()) <= 1 and "Traceback" not in err, err
+
+
+def test_double_ctrl_c_during_a_run_exits_130_with_one_line(tmp_path):
+    folder = tmp_path / "r"
+    proc = subprocess.Popen([sys.executable, "-m", "spherepde", "run", *LONG, "--out", str(folder), "-q"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not ((folder / "diagnostics.csv").is_file() and len(rows(folder)) >= 3):
+            assert proc.poll() is None and time.monotonic() < deadline, "the run did not start"
+            time.sleep(0.01)
+        proc.send_signal(signal.SIGINT)
+        time.sleep(0.01)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and f"spherepde resume {folder}" in lines[0] and "Traceback" not in err, err
+    assert json.loads((folder / "summary.json").read_text())["status"] == "interrupted"
+    assert not (folder / runner.LOCK_FILE).exists()

@@ -9,9 +9,13 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
+import signal
 import sys
+import threading
 
 from spherepde import __version__
+from spherepde.runs import interrupt as _interrupt
 
 log = logging.getLogger("spherepde")
 
@@ -55,7 +59,66 @@ def _register_optional(sub, common) -> None:
         importlib.import_module(f"spherepde.cli.{name}").register(sub, common)
 
 
+def _inside_llvm_callback(frame) -> bool:
+    """Whether Python code runs inside a callback from LLVM (Numba's object cache): an
+    exception raised there is printed and swallowed by ctypes, so the Ctrl-C would be lost."""
+    while frame is not None:
+        if str(frame.f_globals.get("__name__", "")).startswith("llvmlite."):
+            return True
+        frame = frame.f_back
+    return False
+
+
+class _InterruptOnce:
+    """The SIGINT handler while :func:`main` runs: the first Ctrl-C raises KeyboardInterrupt
+    (the run loop's own guard turns it into a checkpoint); another within a second is ignored
+    while the first is handled (a summary or checkpoint being written), so a double Ctrl-C
+    exits 130 with one line too. A Ctrl-C that lands inside an LLVM callback is delivered
+    again 20 ms later. Once main is done, the previous handler is back (in the command line:
+    Ctrl-C is ignored while the process exits with main's status)."""
+
+    def __init__(self, previous):
+        self.previous = previous
+        self.active = True
+
+    def __call__(self, signum, frame):
+        if not self.active:
+            if callable(self.previous):
+                return self.previous(signum, frame)
+            raise KeyboardInterrupt
+        if _interrupt.recent():  # the first one (here or in the run loop) is being handled
+            return
+        if _inside_llvm_callback(frame):
+            timer = threading.Timer(0.02, os.kill, (os.getpid(), signal.SIGINT))
+            timer.daemon = True
+            timer.start()
+            return
+        _interrupt.note()
+        raise KeyboardInterrupt
+
+
 def main(argv=None) -> int:
+    try:
+        handler = _InterruptOnce(signal.getsignal(signal.SIGINT))
+        signal.signal(signal.SIGINT, handler)
+    except ValueError:  # not the main thread: Ctrl-C is the caller's
+        handler = None
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        print("spherepde: error: interrupted", file=sys.stderr)
+        return 130
+    finally:
+        if handler is not None:
+            handler.active = False
+            if signal.getsignal(signal.SIGINT) is handler:
+                # the command line is about to exit with main's status: a Ctrl-C now would kill it
+                # with -2 (Python resets handlers to the default while it shuts down), so it is ignored
+                previous = signal.SIG_IGN if handler.previous is _interrupt.interrupted_while_starting else handler.previous
+                signal.signal(signal.SIGINT, previous if previous is not None else signal.default_int_handler)
+
+
+def _main(argv) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "command", None):

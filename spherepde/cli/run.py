@@ -79,8 +79,7 @@ def cmd_run(args) -> int:
 
 
 def _report(res, quiet: bool) -> int:
-    if res.status == "interrupted":
-        print(f"interrupted; checkpoint written. Continue with: spherepde resume {res.folder}", file=sys.stderr)
+    if res.status == "interrupted":  # the run said so (one line, with the resume command) when it stopped
         return 130
     if not quiet:
         summary = json.loads((res.folder / "summary.json").read_text())

@@ -60,6 +60,7 @@ from spherepde.model.weights import (
     generate_weight_path,
     weight_path_from_arrays,
 )
+from spherepde.runs import interrupt as _interrupt
 from spherepde.runs.config import Config, config_to_toml, load_config
 from spherepde.runs.files import atomic_write_text
 from spherepde.runs.folder import (
@@ -336,7 +337,8 @@ def _versions() -> dict:
 
 
 class _SigintGuard:
-    """Turns the first Ctrl-C (SIGINT) or SIGTERM into a flag checked between steps (a second one aborts)."""
+    """Turns the first Ctrl-C (SIGINT) or SIGTERM into a flag checked between steps (a second one, more
+    than a second later, aborts; one within a second is the same key press)."""
 
     SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
@@ -355,8 +357,11 @@ class _SigintGuard:
     def _handler(self, signum, frame):
         if self.flag:
             raise KeyboardInterrupt
+            if _interrupt.recent():  # a double key press: the same request, the loop is stopping
+                return
         self.flag = True
 
+        _interrupt.note()
     def __exit__(self, *exc):
         for sig, old in self._old.items():
             signal.signal(sig, old if old is not None else signal.SIG_DFL)
