@@ -30,10 +30,10 @@ import numpy as np
 
 from spherepde.model.energy import (
     EnergyBalance,
-    cluster_count,
     martingale_increment,
     mean_resultant_length,
     state_rates,
+    weighted_clusters,
 )
 from spherepde.model.velocity import head_fields, velocity_from_fields
 from spherepde.model.weights import WeightPath
@@ -304,7 +304,7 @@ class ParticleSolver:
         row.update(self.balance.columns(ev["rates"] if self.path.is_gradient else None))
         row["mean_resultant"] = mean_resultant_length(self.X, self.w)
         row["speed_rms"] = float(np.sqrt(np.sum(self.w * np.sum(ev["v"] ** 2, axis=1))))
-        row["n_clusters"] = cluster_count(self.X, self.cluster_radius)
+        row["n_clusters"] = len(weighted_clusters(self.X, self.w, self.cluster_radius)[1])
         return row
 
     def snapshot(self) -> dict:
