@@ -303,6 +303,7 @@ def build_solver(cfg: Config, path: WeightPath, *, mesh=None):
         mesh, build_initial_density(cfg, mesh), path, velocity=cfg.solver.velocity, order=cfg.solver.order,
         integrator=cfg.integrator, cfl=cfg.solver.cfl, dt=(cfg.solver.dt or None) if cfg.run.solver == "mesh" else None,
         summation=cfg.solver.summation, summation_tol=cfg.solver.summation_tol, diagnostics_tol=cfg.solver.diagnostics_tol,
+        tol=cfg.solver.tol, atoms=cfg.solver.atoms,
     )
     ms.dt_min = DT_FLOOR * cfg.solver.T
     if cfg.run.solver == "both":
@@ -525,6 +526,14 @@ def _loop(cfg: Config, rf: _RunFolder, solver, path: WeightPath, mesh, *, start_
     return status
 
 
+def _merge_events(solver) -> dict | None:
+    """The mesh solver's merges of point masses for summary.json (None when it carries none)."""
+    ms = getattr(solver, "mesh_solver", solver)
+    if not getattr(ms, "atoms", False):
+        return None
+    return {"merges": [{"t": t, "m1": m1, "m2": m2, "angle_rad": a} for t, m1, m2, a in ms.merges]}
+
+
 def _write_summary(rf: _RunFolder, cfg: Config, status: str, wall: float, extra: dict | None = None) -> dict:
     try:
         diag = read_diagnostics(rf.csv) if rf.csv.is_file() and rf.csv.stat().st_size else {}
@@ -619,7 +628,7 @@ def _execute(cfg: Config, rf: _RunFolder, solver, path: WeightPath, mesh, *, loc
                     status = _loop(cfg, rf, solver, path, mesh, start_record=start_record, wall0=wall0, progress=progress, estimate=estimate)
                 if status == "completed":
                     _finalise_snapshots(rf, cfg)
-                _write_summary(rf, cfg, status, time.monotonic() - wall0)
+                _write_summary(rf, cfg, status, time.monotonic() - wall0, _merge_events(solver))
                 log.info("run %s: %s in %.1f s", folder, status, time.monotonic() - wall0)
         except KeyboardInterrupt as exc:
             _log_to_file(handler, "aborted by a second interrupt; continue from the last checkpoint with: spherepde resume " + str(folder), exc)
