@@ -769,3 +769,119 @@ def test_cfl_violation_is_one_line_exit_1(capsys, tmp_path):
     line = one_line_error(err)
     assert "fixed dt = 0.01 exceeds cfl * bound" in line
     assert summary(folder)["status"] == "failed" and "Traceback" in (folder / "run.log").read_text()
+
+
+# ============================================= issue 28: branching, impossible checkpoints, plot
+def _set_checkpoint(folder: Path, *, meta_changes=None, state_changes=None) -> None:
+    """Rewrite checkpoint.npz (and drop the previous one) with some values changed."""
+    with np.load(folder / "checkpoint.npz", allow_pickle=False) as z:
+        arrays = {k: np.array(z[k]) for k in z.files}
+    meta = json.loads(str(arrays["meta"]))
+    meta.update(meta_changes or {})
+    arrays["meta"] = np.array(json.dumps(meta))
+    for k, v in (state_changes or {}).items():
+        arrays["state_" + k] = np.asarray(v)
+    (folder / "checkpoint.prev.npz").unlink(missing_ok=True)
+    np.savez(folder / "checkpoint.npz", **arrays)
+
+
+@pytest.mark.parametrize("state_changes,meta_changes,words", [
+    ({"step_count": -7}, None, "step count is -7"),
+    ({"step_count": 2.5}, None, "step count is 2.5"),
+    ({"step_count": np.nan}, None, "step count is nan"),
+    (None, {"record": -3}, "record number is -3"),
+    (None, {"record": 1.5}, "record number is 1.5"),
+    (None, {"step": -7}, "step number is -7"),
+])
+def test_resume_refuses_an_impossible_step_count(capsys, tmp_path, monkeypatch, state_changes, meta_changes, words):
+    _, folder = interrupted_folder(tmp_path, monkeypatch, T=0.1, every=1, kill_at_call=3)
+    _set_checkpoint(folder, meta_changes=meta_changes, state_changes=state_changes)
+    before = folder_state(folder)
+    code, out, err = cli(capsys, "resume", folder, "-q")
+    line = one_line_error(err)
+    assert code == 2 and out == "" and words in line and "not a whole number >= 0" in line, line
+    assert folder_state(folder) == before
+
+
+@pytest.fixture
+def source_run(tmp_path) -> Path:
+    """A finished particle run (snapshots at t = 0, 0.05, 0.1) with integrator heun."""
+    folder = tmp_path / "src"
+    runner.run(load_config(particles_config(tmp_path, T=0.1)), out=folder, progress=False)
+    return folder
+
+
+def branch_args(src: Path, out: Path, *extra) -> list:
+    return ["run", "--set", "run.solver=particles", "--set", "initial.n=12", "--set", "initial.kind=run", "--set", f"initial.run={src}",
+            "--set", "solver.T=0.05", "--set", "weights.dt=0.005", "--set", "output.record_dt=0.025", "--set", "output.snapshot_dt=0.05",
+            "--set", "output.vtk=false", *extra, "--out", out, "-q"]
+
+
+@pytest.mark.parametrize("t", [5.0, 0.1 + 1e-3])
+def test_branch_from_a_time_outside_the_source_run_is_refused(capsys, tmp_path, source_run, t):
+    out = tmp_path / "b"
+    code, _, err = cli(capsys, *branch_args(source_run, out, "--set", f"initial.time={t}"))
+    line = one_line_error(err)
+    assert code == 2 and "outside the run" in line and "t = 0 to 0.1" in line, line
+    assert not out.exists()
+    assert cli(capsys, *branch_args(source_run, out, "--set", "initial.time=0.1"))[0] == 0  # the end itself is a state
+
+
+def test_branch_from_a_snapshot_that_cannot_be_read_is_refused(capsys, tmp_path, source_run):
+    files = sorted((source_run / "snapshots").glob("[0-9]*.npz"))
+    assert len(files) == 3
+    (source_run / "snapshots.npz").write_bytes((source_run / "snapshots.npz").read_bytes()[:100])  # truncated
+    code, _, err = cli(capsys, *branch_args(source_run, tmp_path / "b1", "--set", "initial.time=0.05"))
+    line = one_line_error(err)
+    assert code == 2 and "snapshots.npz cannot be read" in line, line
+    (source_run / "snapshots.npz").unlink()  # as in a run that was stopped: the snapshot files alone
+    files[1].write_bytes(b"garbage")
+    code, _, err = cli(capsys, *branch_args(source_run, tmp_path / "b2", "--set", "initial.time=0.1"))
+    line = one_line_error(err)
+    assert code == 2 and f"{files[1]} cannot be read" in line, line  # not: start from another snapshot
+    assert not (tmp_path / "b1").exists() and not (tmp_path / "b2").exists()
+
+
+def test_a_branch_inherits_the_source_discretisation_unless_set(capsys, tmp_path):
+    src = tmp_path / "src"
+    assert cli(capsys, "run", *MESH, "--set", "solver.order=2", "--set", "solver.integrator=euler", "--set", "solver.cfl=0.3",
+               "--out", src, "-q")[0] == 0
+    child_args = [*MESH, "--set", "initial.kind=run", "--set", f"initial.run={src}", "--set", "initial.time=0.05"]
+    assert cli(capsys, "run", *child_args, "--out", tmp_path / "child", "-q")[0] == 0
+    child = load_config(tmp_path / "child" / "config.toml").solver
+    assert (child.order, child.integrator, child.cfl) == (2, "euler", 0.3)
+    # explicit keys win, the others are still inherited
+    assert cli(capsys, "run", *child_args, "--set", "solver.order=1", "--out", tmp_path / "own", "-q")[0] == 0
+    own = load_config(tmp_path / "own" / "config.toml").solver
+    assert (own.order, own.integrator, own.cfl) == (1, "euler", 0.3)
+    # in a configuration file too
+    cfg = tmp_path / "branch.toml"
+    cfg.write_text(f'[run]\nsolver = "mesh"\n[initial]\nkind = "run"\nrun = "{src}"\ntime = 0.05\n[solver]\nintegrator = "ssprk2"\n')
+    c = load_config(cfg)
+    assert (c.solver.order, c.solver.integrator, c.solver.cfl) == (2, "ssprk2", 0.3)
+    assert c.with_overrides({"model.H": 1}).solver.order == 2 and c.with_overrides({"solver.order": 1}).solver.order == 1
+
+
+def _object_array(name: str):
+    def damage(f: Path):
+        with np.load(f / name, allow_pickle=False) as z:
+            arrays = {k: np.array(z[k]) for k in z.files}
+        arrays[sorted(arrays)[0]] = np.array([{"a": 1}, None], dtype=object)
+        np.savez(f / name, **arrays)
+    return damage
+
+
+def _truncate(name: str):
+    return lambda f: (f / name).write_bytes((f / name).read_bytes()[:200])
+
+
+@pytest.mark.parametrize("damage,name", [(_object_array("snapshots.npz"), "snapshots.npz"), (_object_array("mesh.npz"), "mesh.npz"),
+                                         (_truncate("snapshots.npz"), "snapshots.npz"), (_truncate("mesh.npz"), "mesh.npz")])
+def test_plot_refuses_a_damaged_run_before_writing_any_figure(capsys, tmp_path, damage, name):
+    folder = tmp_path / "r"
+    assert cli(capsys, "run", *MESH, "--out", folder, "-q")[0] == 0
+    damage(folder)
+    code, out, err = cli(capsys, "plot", folder, "-q")
+    line = one_line_error(err)
+    assert code == 2 and name in line, line
+    assert not (folder / "figures").exists()

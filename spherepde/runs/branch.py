@@ -3,8 +3,11 @@
 A study often equilibrates once and then branches: ``initial.run = "runs/x"`` and
 ``initial.time = t`` start the new run from the density (mesh runs) or the tokens
 (particle runs) that run ``x`` saved in its snapshot nearest to ``t``; the new run has its
-own weights, solver and time axis (it starts at t = 0). Which snapshot was used is logged
-and recorded in the new run's ``summary.json``.
+own weights and time axis (it starts at t = 0) and, between runs of one solver kind, the
+source's discretisation (the solver keys it does not set itself:
+:data:`spherepde.runs.config.BRANCH_INHERITED`). Which snapshot was used is logged and
+recorded in the new run's ``summary.json``. A time outside the source's snapshots, or a
+snapshot that cannot be read, is refused (ValueError): the requested state does not exist.
 
 Across solvers:
 
@@ -54,7 +57,7 @@ def _snapshots(run_dir):
     if not folder.is_dir():
         raise FileNotFoundError(f"initial.run: {folder} is not a folder; give the run folder to start from (e.g. runs/paper-ou-mesh)")
     try:
-        return load_snapshots(folder)
+        return load_snapshots(folder, strict=True)
     except NotARunFolderError as exc:
         raise ValueError(f"initial.run: {exc}") from None
     except FileNotFoundError as exc:
@@ -62,6 +65,11 @@ def _snapshots(run_dir):
 
 
 def _point(snaps, run_dir, t: float) -> BranchPoint:
+    t0, t1 = float(snaps.t[0]), float(snaps.t[-1])
+    tol = 1e-9 * max(1.0, abs(t1))
+    if not t0 - tol <= float(t) <= t1 + tol:
+        span = f"t = {t0:.6g}" if t0 == t1 else f"t = {t0:.6g} to {t1:.6g}"
+        raise ValueError(f"initial.time = {float(t):.6g} is outside the run {run_dir}: its snapshots span {span}; give a time in that range")
     k = snaps.nearest(t)
     bp = BranchPoint(str(run_dir), float(t), float(snaps.t[k]), k, snaps.kind)
     log.info("%s", bp.describe())

@@ -13,11 +13,14 @@ Memory estimates (will a configuration fit?) are :mod:`spherepde.runs.resources`
 from __future__ import annotations
 
 import difflib
+import logging
 import math
 import tomllib
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
+
+_log = logging.getLogger(__name__)
 
 __all__ = ["ConfigError", "RunSection", "ModelSection", "WeightsSection", "InitialSection", "MeshSection", "SolverSection", "OutputSection", "MonteCarloSection", "Config", "SECTIONS", "INT_MAX", "config_from_dict", "KAPPA_MAX", "MAX_TOML_BYTES", "read_toml_file", "load_config", "default_config", "parse_override", "config_to_toml"]
 
@@ -140,7 +143,7 @@ class Config:
         for key, value in overrides.items():
             sec, _, name = key.partition(".")
             d.setdefault(sec, {})[name] = value
-        return config_from_dict(d)
+        return config_from_dict(d, explicit=getattr(self, "_explicit", frozenset()) | set(overrides))
 
     @property
     def integrator(self) -> str:
@@ -241,8 +244,11 @@ def _check_range(key: str, value, meta):
         raise ConfigError(f"{key}: must be <= {meta['max']}, got {value!r}")
 
 
-def config_from_dict(data: dict, *, base_dir: Path | None = None) -> Config:
-    """Build and validate a :class:`Config` from a nested dict (e.g. parsed TOML)."""
+def config_from_dict(data: dict, *, base_dir: Path | None = None, explicit=None) -> Config:
+    """Build and validate a :class:`Config` from a nested dict (e.g. parsed TOML).
+
+    ``explicit``: the keys (``"section.key"``) the user set (default: those in ``data``); a
+    branch (``initial.kind = "run"``) takes the solver keys not given from its source run."""
     if not isinstance(data, dict):
         raise ConfigError("configuration must be a table of sections")
     sections = {}
@@ -264,9 +270,51 @@ def config_from_dict(data: dict, *, base_dir: Path | None = None) -> Config:
             _check_range(full, value, valid[key].metadata)
             kwargs[key] = value
         sections[sec_name] = replace(proto, **kwargs)
+    if explicit is None:
+        explicit = {f"{sec}.{key}" for sec, table in data.items() for key in table}
+    explicit = frozenset(explicit)
+    sections = _inherit_discretisation(sections, explicit, base_dir or Path.cwd())
     cfg = Config(**sections)
     _check_consistency(cfg, base_dir)
-    return _absolute_paths(cfg, base_dir or Path.cwd())
+    cfg = _absolute_paths(cfg, base_dir or Path.cwd())
+    object.__setattr__(cfg, "_explicit", explicit)  # not a field: the keys the user set, for with_overrides
+    return cfg
+
+
+#: The solver keys a branch (``initial.kind = "run"``) takes from its source run unless set:
+#: the child continues with the parent's discretisation (same solver kind only).
+BRANCH_INHERITED = ("integrator", "order", "velocity", "cfl", "dt", "tol", "atoms", "summation", "summation_tol", "diagnostics_tol")
+
+
+def _inherit_discretisation(sections: dict, explicit: frozenset, base: Path) -> dict:
+    ini = sections["initial"]
+    if ini.kind != "run" or not ini.run:
+        return sections
+    src = Path(ini.run) if Path(ini.run).is_absolute() else base / ini.run
+    if not (src / "config.toml").is_file():
+        return sections  # refused by the consistency check, with the reason
+    data = read_toml_file(src / "config.toml", what="run configuration")
+    src_run, src_solver = data.get("run", {}), data.get("solver", {})
+    if not isinstance(src_run, dict) or not isinstance(src_solver, dict):
+        raise ConfigError(f"initial.run: {src / 'config.toml'} has no [run] and [solver] tables; is it a spherepde run folder?")
+    if src_run.get("solver", RunSection().solver) != sections["run"].solver:
+        return sections  # across solvers the discretisations differ: the child's own (or default) keys
+    proto = sections["solver"]
+    valid = {f.name: f for f in fields(proto)}
+    taken = {}
+    for key in BRANCH_INHERITED:
+        if f"solver.{key}" in explicit or key not in src_solver:
+            continue
+        try:
+            value = _check_type(f"solver.{key}", src_solver[key], getattr(proto, key))
+            _check_range(f"solver.{key}", value, valid[key].metadata)
+        except ConfigError as exc:
+            raise ConfigError(f"initial.run: {src / 'config.toml'}: {exc}") from None
+        if value != getattr(proto, key):
+            taken[key] = value
+    if taken:
+        _log.info("initial.run: %s from %s (set them to change)", ", ".join(f"solver.{k} = {v!r}" for k, v in taken.items()), src)
+    return {**sections, "solver": replace(proto, **taken)}
 
 
 _FILE_KEYS = (("weights", "init_file"), ("weights", "path_file"), ("initial", "file"), ("initial", "run"), ("mesh", "file"))

@@ -125,13 +125,26 @@ def _no_snapshots(folder: Path) -> FileNotFoundError:
     )
 
 
-def load_snapshots(run_dir) -> RunSnapshots:
+def load_snapshots(run_dir, *, strict: bool = False) -> RunSnapshots:
     """Read a run folder's snapshots (``snapshots.npz``, else ``snapshots/NNNNNN.npz``).
 
     Snapshots with equal times keep the last one; times are sorted. Raises
     :class:`FileNotFoundError` when the run wrote none, :class:`NotARunFolderError` for
     a Monte-Carlo folder (draw one of its ``path-NNN`` folders) or a foreign folder.
+    An unreadable ``snapshots/NNNNNN.npz`` is skipped with a warning, or with ``strict``
+    is a ValueError naming it (as is then any unreadable snapshots.npz or mesh.npz).
     """
+    return _load_snapshots(run_dir, strict=strict)
+
+
+_READ_ERRORS = (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile)
+
+
+def _unreadable(f: Path, exc: BaseException) -> ValueError:
+    return ValueError(f"{f} cannot be read ({' '.join(str(exc).split()) or type(exc).__name__})")
+
+
+def _load_snapshots(run_dir, *, strict: bool) -> RunSnapshots:
     folder = Path(run_dir)
     kind = run_kind(folder)
     if kind == "montecarlo":
@@ -141,11 +154,16 @@ def load_snapshots(run_dir) -> RunSnapshots:
     arrays: dict[str, list] = {}
     complete = False
     if (folder / "snapshots.npz").is_file():
-        with np.load(folder / "snapshots.npz", allow_pickle=False) as z:
-            ts = np.atleast_1d(np.asarray(z["t"], float))
-            for key in ("rho", "X"):
-                if key in z.files:
-                    arrays[key] = list(np.asarray(z[key], float))
+        try:
+            with np.load(folder / "snapshots.npz", allow_pickle=False) as z:
+                ts = np.atleast_1d(np.asarray(z["t"], float))
+                for key in ("rho", "X"):
+                    if key in z.files:
+                        arrays[key] = list(np.asarray(z[key], float))
+        except _READ_ERRORS as exc:
+            if strict:
+                raise _unreadable(folder / "snapshots.npz", exc) from None
+            raise
         complete = True
     else:
         ts_list = []
@@ -154,7 +172,9 @@ def load_snapshots(run_dir) -> RunSnapshots:
                 with np.load(f, allow_pickle=False) as z:
                     t = float(z["t"])
                     vals = {k: np.array(z[k], float) for k in ("rho", "X") if k in z.files}
-            except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:
+            except _READ_ERRORS as exc:
+                if strict:
+                    raise _unreadable(f, exc) from None
                 _log.warning("skipping unreadable snapshot %s (%s)", f, exc)
                 continue
             ts_list.append(t)
@@ -181,7 +201,12 @@ def load_snapshots(run_dir) -> RunSnapshots:
         mfile = folder / "mesh.npz"
         if not mfile.is_file():
             raise FileNotFoundError(f"{folder}: mesh run without mesh.npz; cannot place the cell densities")
-        mesh = SphereMesh.load(mfile)
+        try:
+            mesh = SphereMesh.load(mfile)
+        except _READ_ERRORS as exc:
+            if strict:
+                raise _unreadable(mfile, exc) from None
+            raise
         if rho.shape[1] != mesh.n_cells:
             raise ValueError(f"{folder}: snapshots have {rho.shape[1]} cells but mesh.npz has {mesh.n_cells}")
     return RunSnapshots(folder, "mesh" if rho is not None else "particles", ts, rho, X, mesh, complete)

@@ -357,12 +357,12 @@ class _SigintGuard:
 
     def _handler(self, signum, frame):
         if self.flag:
-            raise KeyboardInterrupt
             if _interrupt.recent():  # a double key press: the same request, the loop is stopping
                 return
+            raise KeyboardInterrupt
         self.flag = True
-
         _interrupt.note()
+
     def __exit__(self, *exc):
         for sig, old in self._old.items():
             signal.signal(sig, old if old is not None else signal.SIG_DFL)
@@ -809,6 +809,7 @@ def resume(folder, *, progress: bool | None = None, overrides: dict | None = Non
                 raise RunFolderError(f"{folder} has no checkpoint to extend; resume it first (spherepde resume {folder})")
             return _restart(folder, cfg, rf, summary, lock=lock, progress=progress)
         state, meta = rf.read_checkpoint()
+        _check_counts(folder, state, meta)
         try:
             r0 = int(meta["record"])
             wall = float(meta.get("wall", 0.0))
@@ -861,6 +862,19 @@ def resume(folder, *, progress: bool | None = None, overrides: dict | None = Non
     rf.last_checkpoint_t = meta.get("t")
     return _execute(cfg_new or cfg, rf, solver, path, mesh, lock=lock, start_record=r0 + 1, wall0=time.monotonic() - wall,
                     progress=progress, fresh=False, estimate=estimate, before=drop_rows)
+
+
+def _check_counts(folder: Path, state: dict, meta: dict) -> None:
+    """The checkpoint's counters (record number, step counts) are whole numbers >= 0 (RunFolderError otherwise)."""
+    counts = [("record number", meta.get("record")), ("step number", meta.get("step", 0))]
+    counts += [("step count" if k == "step_count" else f"step count {k}" if k.endswith("step_count") else f"record count {k}", v)
+               for k, v in state.items() if k.endswith(("step_count", "coupled_records"))]
+    for name, value in counts:
+        a = np.asarray(value) if not isinstance(value, (bool, str)) and value is not None else None
+        ok = a is not None and a.ndim == 0 and a.dtype.kind in "iuf" and bool(np.isfinite(a)) and float(a) >= 0 and float(a) == np.floor(float(a))
+        if not ok:
+            shown = a.item() if a is not None and a.ndim == 0 else value
+            raise RunFolderError(_damaged(folder, f"the checkpoint's {name} is {' '.join(repr(shown).split())[:60]}, not a whole number >= 0"))
 
 
 def _restart(folder: Path, cfg: Config, rf: _RunFolder, summary: dict, *, lock, progress) -> RunResult:

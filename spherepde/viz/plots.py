@@ -824,11 +824,18 @@ def write_figures(run_dir, out_dir=None, *, formats=("png",), times=None, projec
         raise ValueError(f"unknown figure format(s) {bad}; choose from {', '.join(FORMATS)}")
     folder = Path(run_dir)
     s = load_series(folder)
-    if times and s.kind != "montecarlo":  # refuse times outside the snapshots before writing anything
+    snaps = None
+    if s.kind != "montecarlo":  # read and check every input (snapshots, mesh, times) before writing anything
         from spherepde.runs.folders import load_snapshots
         from spherepde.viz.common import snap_times
 
-        snap_times(load_snapshots(folder).t, [float(t) for t in times], source=str(folder))
+        try:
+            snaps = load_snapshots(folder, strict=True)  # a damaged snapshots.npz or mesh.npz: ValueError naming it
+        except FileNotFoundError:
+            if times:
+                raise
+        if times:
+            snap_times(snaps.t, [float(t) for t in times], source=str(folder))
     out = Path(out_dir) if out_dir is not None else folder / "figures"
     out.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
@@ -848,14 +855,9 @@ def write_figures(run_dir, out_dir=None, *, formats=("png",), times=None, projec
         if times:
             _log.warning("density maps are drawn for single runs; draw one of the path-NNN folders")
         return written
-    from spherepde.runs.folders import load_snapshots
     from spherepde.viz.common import _time_digits, robust_color_limits, snap_times
 
-    try:
-        snaps = load_snapshots(folder)
-    except FileNotFoundError:
-        if times:
-            raise
+    if snaps is None:
         _log.warning("%s wrote no snapshots: no maps", folder)
         return written
     if not times:
