@@ -299,3 +299,58 @@ def test_double_ctrl_c_during_a_run_exits_130_with_one_line(tmp_path):
     assert len(lines) == 1 and f"spherepde resume {folder}" in lines[0] and "Traceback" not in err, err
     assert json.loads((folder / "summary.json").read_text())["status"] == "interrupted"
     assert not (folder / runner.LOCK_FILE).exists()
+
+
+# ============================================================================= sweeps
+SWEEP_BASE = """
+[run]
+solver = "particles"
+[weights]
+dt = 0.005
+[initial]
+n = 8
+[solver]
+T = 0.05
+[output]
+record_dt = 0.025
+snapshot_dt = 0.05
+vtk = false
+"""
+
+
+def _sweep_file(folder: Path) -> Path:
+    (folder / "base.toml").write_text(SWEEP_BASE)
+    (folder / "sweep.toml").write_text('base = "base.toml"\n[grid]\n"model.H" = [1, 2]\n')
+    return folder / "sweep.toml"
+
+
+def test_two_sweeps_started_together_on_a_new_folder_never_both_write(tmp_path):
+    sweep = _sweep_file(tmp_path)
+    for trial in range(5):
+        out = tmp_path / f"sweep-{trial}"
+        results = race(["sweep", str(sweep), "--serial", "--out", str(out), "-q"])
+        codes = sorted(code for code, _, _ in results)
+        # the second is refused while the first holds the folder, or (started after it ended) finds every run done
+        assert codes in ([0, 2], [0, 0]), results
+        for code, err, _ in results:
+            if code == 2:
+                lines = err.strip().splitlines()
+                assert len(lines) == 1 and "another sweep (pid " in lines[0] and "Traceback" not in err, err
+        runs = sorted((out / "runs").iterdir())
+        assert len(runs) == 2
+        for run in runs:
+            assert len(rows(run)) == 4  # the header and t = 0, 0.025, 0.05: one run's rows
+            assert json.loads((run / "summary.json").read_text())["status"] == "completed"
+        assert not (out / "sweep.lock").exists()
+
+
+@pytest.mark.parametrize("content", ["[1]", "garbage", json.dumps({"pid": 1, "host": "other-host.example"})])
+def test_a_sweep_lock_that_is_not_ours_is_one_line(capsys, tmp_path, content):
+    sweep = _sweep_file(tmp_path)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "sweep.lock").write_text(content)
+    code, err = cli(capsys, "sweep", sweep, "--serial", "--out", out, "-q")
+    line = one_line(err)
+    assert code == 2 and ("sweep.lock" in line or "other-host.example" in line), line
+    assert sorted(p.name for p in out.iterdir()) == ["sweep.lock"]  # nothing written
