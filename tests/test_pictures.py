@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import csv
 import importlib
+import math
 import os
 
 import numpy as np
@@ -88,14 +89,14 @@ def _luminance(img):
 
 
 # ------------------------------------------------------------------ 1. colour range of animations
-def test_default_colour_range_is_robust_not_the_t0_peak(spreading_run):
+def test_default_colour_range_keeps_the_peak_and_shows_the_late_frames(spreading_run):
+    """A sharp start that spreads out (peak / median > 50): a log scale up to the peak, so
+    neither the t = 0 peak is clipped (the old percentile range did) nor the last frame dark."""
     rho = np.load(spreading_run / "snapshots.npz")["rho"]
     (lo, hi), log = viz.run_color_limits(spreading_run)
-    p1, p99 = np.percentile(rho, [1, 99])
-    assert not log
-    assert 0.0 <= lo <= p1 and hi == pytest.approx(p99)  # within the percentile range over all frames
-    assert hi < 0.5 * rho[0].max()  # ... and well below the t = 0 peak that used to set it
-    assert rho[-1].max() / hi > 0.2 and rho[-1].max() / rho.max() < 0.1  # the last frame: 1/5 of the scale, not 1/12
+    assert log and hi == pytest.approx(rho.max()) and 0 < lo < rho[-1].min()
+    frac = math.log(rho[-1].max() / lo) / math.log(hi / lo)
+    assert frac > 0.5  # the last frame's peak sits in the upper half of the scale
     # what is drawn: the density surface's colour range, in PNGs, GIFs and plot_run alike
     p = viz.plot_run(spreading_run, t=0.2, window_size=SIZE, off_screen=True)
     assert tuple(_density_actor(p).mapper.scalar_range) == pytest.approx((lo, hi))
@@ -124,8 +125,9 @@ def test_gif_last_frame_is_not_dark(spreading_run, tmp_path):
         from scipy.ndimage import binary_erosion
 
         lum = _luminance(img)[binary_erosion(np.any(img < 235, axis=2), iterations=2)]  # the sphere, not its rim or the background
-        (lo, hi), _ = viz.run_color_limits(spreading_run, kw.get("clim"))
-        expected = _luminance(255 * np.asarray(matplotlib.colormaps["viridis"]((rho_end - lo) / (hi - lo))[:3]))
+        (lo, hi), log = viz.run_color_limits(spreading_run, kw.get("clim"))
+        x = math.log(rho_end / lo) / math.log(hi / lo) if log else (rho_end - lo) / (hi - lo)
+        expected = _luminance(255 * np.asarray(matplotlib.colormaps["viridis"](x)[:3]))
         return lum.max(), expected
 
     robust, want = brightest()
@@ -210,7 +212,7 @@ def test_colour_bar_title_sits_above_the_bar_and_its_labels(mesh4, size):
     (bar,) = p.scalar_bars.values()
     assert bar.GetTitle() == ""  # the title is not the bar's own (VTK puts it on the labels at small sizes)
     assert bar.GetTextPosition() == bar.PrecedeScalarBar  # tick labels below the bar
-    titles = [a for a in p.renderer.actors.values() if hasattr(a, "GetInput") and a.GetInput() == RHO_TITLE]
+    titles = [a for a in p.renderer.actors.values() if hasattr(a, "GetInput") and str(a.GetInput()).startswith(RHO_TITLE)]
     assert len(titles) == 1
     box = [0.0] * 4
     titles[0].GetBoundingBox(p.renderer, box)  # xmin, xmax, ymin, ymax in pixels, from the anchor
@@ -260,7 +262,7 @@ def test_orientation_axes_by_default_and_graticule_on_request(mesh4):
 def test_png_names_carry_time_and_options_and_existing_files_are_refused(spreading_run, tmp_path):
     a = viz.render_snapshots(spreading_run, [0.1], tmp_path, window_size=SIZE)
     b = viz.render_snapshots(spreading_run, [0.1], tmp_path, window_size=SIZE, log=True, camera="0,1,1", graticule=True)
-    assert [p.name for p in a] == ["density_t0.100_lin_iso_160x120.png"]
+    assert [p.name for p in a] == ["density_t0.100_log_iso_160x120.png"]  # the automatic range chose a log scale, and the name says so
     assert [p.name for p in b] == ["density_t0.100_log_cam0_1_1_graticule_160x120.png"]
     before = a[0].read_bytes()
     with pytest.raises(FileExistsError, match="--force"):
@@ -277,17 +279,17 @@ def test_cli_refuses_to_overwrite_without_force(spreading_run, tmp_path, capsys)
     args = ["render", str(spreading_run), "--times", "0.2", "--size", *map(str, SIZE), "--out", str(out), "-q"]
     assert main(args) == 0
     (png,) = out.iterdir()
-    assert png.name == "density_t0.200_lin_iso_160x120.png"
+    assert png.name == "density_t0.200_log_iso_160x120.png"
     os.utime(png, (0, 0))
     capsys.readouterr()
     assert main(args) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("spherepde: error:") and png.name in err[0] and "--force" in err[0]
     assert png.stat().st_mtime == 0  # untouched
-    assert main([*args, "--log"]) == 0  # other options, another file
+    assert main([*args, "--clim", "minmax"]) == 0  # other options, another file
     assert main([*args, "--force"]) == 0 and png.stat().st_mtime > 0
     gif = ["render", str(spreading_run), "--gif", "--frames", "2", "--size", *map(str, SIZE), "--out", str(out), "-q"]
-    assert main(gif) == 0 and (out / "density_lin_iso_160x120.gif").is_file()
+    assert main(gif) == 0 and (out / "density_log_iso_160x120.gif").is_file()
     assert main(gif) == 2
     assert main([*gif, "--force"]) == 0
 
@@ -298,7 +300,9 @@ def test_mesh_invariants_draws_rho_min_on_a_log_axis(spreading_run):
     ax = fig.axes[1]
     assert ax.get_yscale() == "log"
     lo, hi = ax.get_ylim()
-    assert lo <= 1e-52 and hi >= 1e-6  # every decade is visible, not flat zero
+    floor = 1e-16 / (4 * math.pi)  # no rho_max column: 1e-16 of the mean density is zero to round-off, drawn at that floor
+    assert floor / 10 <= lo < floor and hi >= 1e-6  # every meaningful decade is visible, not flat zero, nor 1e-52
+    assert any("zero to round-off" in t.get_text() for t in ax.texts)
     d = {"t": np.arange(4.0), "mass": np.ones(4), "rho_min": np.array([1e-40, 0.0, -1e-12, 1e-6])}  # a positivity failure
     assert plots.plot_mesh_invariants(d).axes[1].get_yscale() == "symlog"
 
@@ -378,7 +382,9 @@ def test_mollweide_longitude_labels_are_outside_the_map(mesh4):
 def test_plot_names_maps_by_time_and_projection(spreading_run, tmp_path):
     a = plots.write_figures(spreading_run, tmp_path, times=[0.1])
     b = plots.write_figures(spreading_run, tmp_path, times=[0.1], projection="mollweide", log=True)
-    assert "density_map_t0.100_equirectangular_lin.png" in {p.name for p in a}
+    assert "density_map_t0.100_equirectangular_log.png" in {p.name for p in a}  # peak / median > 50: log by default
+    c = plots.write_figures(spreading_run, tmp_path / "c", times=[0.1], log=False)
+    assert "density_map_t0.100_equirectangular_log.png" in {p.name for p in c}
     assert "density_map_t0.100_mollweide_log.png" in {p.name for p in b}
 
 
@@ -426,7 +432,7 @@ def test_validation_figures_are_readable(study, tmp_path, monkeypatch):
 def test_times_between_snapshots_are_named_and_times_past_T_refused(spreading_run, tmp_path, caplog):
     with caplog.at_level("WARNING", logger="spherepde"):
         paths = viz.render_snapshots(spreading_run, [0.07, 0.1], tmp_path, window_size=SIZE)
-    assert [p.name for p in paths] == ["density_t0.050_lin_iso_160x120.png", "density_t0.100_lin_iso_160x120.png"]
+    assert [p.name for p in paths] == ["density_t0.050_log_iso_160x120.png", "density_t0.100_log_iso_160x120.png"]
     warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
     assert len(warnings) == 1  # 0.1 is a snapshot time: nothing to say
     assert "t = 0.07 is not a snapshot time" in warnings[0] and "nearest snapshot, t = 0.050" in warnings[0]
@@ -454,3 +460,77 @@ def test_cli_says_which_snapshot_it_drew_and_refuses_times_past_T(spreading_run,
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("spherepde: error: t = 0.5 is outside the snapshots") and "T = 0.2" in err[0]
     assert not (tmp_path / "none").exists()
+
+
+# ------------------------------------------------------------------ 10. colour ranges and round-off that read right (issue 26)
+def _clusters(mesh):
+    """Four sharp clusters (kappa 200) on a nearly empty sphere, as clustering-mesh at T = 3."""
+    dirs = [(0, 0, 1), (0.94, 0, -0.33), (-0.47, 0.82, -0.33), (-0.47, -0.82, -0.33)]
+    return sum(_blob(mesh, 200.0, d) for d in dirs) / 4
+
+
+def test_default_colour_range_keeps_the_peaks_of_clusters_at_every_level():
+    """The old rule drew 0-0.61 with rho_max = 40 (each cluster one saturated cell) and
+    flipped between ranges from one level to the next; now: log up to the peak at every level."""
+    from spherepde.viz.common import resolve_clim
+
+    peaks, rels = [], []
+    for level in (8, 16, 32):
+        mesh = icosphere(level)
+        rho = _clusters(mesh)
+        (lo, hi), log = resolve_clim(None, rho)
+        assert log and hi == pytest.approx(rho.max()) and 0 < lo < hi  # no peak clipped
+        peaks.append(hi)
+        rels.append(math.log(hi / lo))
+    assert max(rels) - min(rels) < 1.0  # the same rule, nearly the same range, at every level
+
+
+def test_density_map_colour_bar_says_when_it_clips(mesh4):
+    from matplotlib.colors import LogNorm
+
+    rho = _clusters(mesh4)
+    fig = plots.plot_density_map(mesh4, rho)  # default: log, up to the peak
+    pc = fig.axes[0].collections[0]
+    assert isinstance(pc.norm, LogNorm) and pc.norm.vmax == pytest.approx(rho.max())
+    cbar = pc.colorbar
+    assert cbar.extend in ("neither", "min")  # nothing above the top; below the log floor only
+    fig = plots.plot_density_map(mesh4, rho, clim=(0.0, 0.5 * rho.max()))
+    assert fig.axes[0].collections[0].colorbar.extend == "max"  # values above the range: an arrow
+    fig = plots.plot_density_map(mesh4, np.full(mesh4.n_cells, 1 / (4 * math.pi)))
+    assert fig.axes[0].collections[0].colorbar.extend == "neither"
+
+
+def test_render_colour_bar_says_when_it_clips(mesh4):
+    rho = _clusters(mesh4)
+    p = viz.plot_density(mesh4, rho, clim=(0.0, 0.5), window_size=(240, 240), off_screen=True)
+    p.screenshot(return_img=True)
+    texts = [str(a.GetInput()) for a in p.renderer.actors.values() if hasattr(a, "GetInput")]
+    p.close()
+    assert any(t.startswith(RHO_TITLE) and f"clipped above 0.5 (max {rho.max():.2g})" in t for t in texts), texts
+    p = viz.plot_density(mesh4, rho, window_size=(240, 240), off_screen=True)  # default: the peak is the top
+    assert tuple(_density_actor(p).mapper.scalar_range)[1] == pytest.approx(rho.max())
+    p.close()
+
+
+def test_round_off_is_not_plotted_as_signal():
+    t = np.linspace(0.0, 1.0, 11)
+    sym = {"t": t, "mean_resultant": 1e-16 * (1 + np.sin(7 * t)), "energy": 1 - t}
+    ax = plots.plot_mean_resultant(sym).axes[0]
+    assert ax.get_ylim()[1] >= 0.01 and any("round-off" in x.get_text() for x in ax.texts)
+    mass = np.ones_like(t)
+    mass[6:] -= 2.220446049250313e-16  # one ulp
+    ax = plots.plot_mesh_invariants({"t": t, "mass": mass}).axes[0]
+    lo, hi = ax.get_ylim()
+    assert hi - lo >= 1e-12 and any("round-off" in x.get_text() for x in ax.texts)
+    real = {"t": t, "mean_resultant": 0.3 + 0.1 * t}  # a real signal keeps its autoscaled axis
+    ax = plots.plot_mean_resultant(real).axes[0]
+    assert ax.get_ylim()[0] > 0.2 and not ax.texts
+
+
+def test_g2_title_says_what_it_is_for_each_sign():
+    t = np.linspace(0.0, 1.0, 5)
+    cols = {"t": t, "G2": 0.5 + t, "energy": 1 + t}
+    plus = plots.plot_dissipation(plots.Series([cols], sign=1.0))._suptitle.get_text()
+    minus = plots.plot_dissipation(plots.Series([cols], sign=-1.0))._suptitle.get_text()
+    assert "Dissipation" not in plus and "Metric slope" in plus and "raises E" in plus
+    assert minus.startswith("Dissipation") and "lowers E" in minus

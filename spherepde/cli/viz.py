@@ -114,8 +114,8 @@ def register(sub, common) -> None:
     r.add_argument("--fps", type=float, default=10.0, help="animation frames per second (default 10)")
     r.add_argument("--log", action="store_true", help="logarithmic colour scale")
     r.add_argument("--clim", nargs="+", metavar="LIM",
-                   help="colour range for all pictures: two numbers LO HI, or auto (default: the 1st to 99th percentile of all snapshots' values, "
-                   "so that no single peak sets it), auto-log (the same on a log scale) or minmax (min to max over all snapshots)")
+                   help="colour range for all pictures: two numbers LO HI, or auto (default: up to the peak over all snapshots, on a log scale "
+                   "when the peak is more than 50 times the median), auto-log (the same, always on a log scale) or minmax (min to max over all snapshots)")
     r.add_argument("--camera", default="iso", help="iso, xy (from +z), xz (from -y), yz (from +x) or a direction x,y,z; write --camera=-1,0,0 for a leading minus (default iso)")
     r.add_argument("--multiview", action="store_true", help="two views side by side: from the camera direction and from the opposite one")
     r.add_argument("--size", nargs=2, type=int, metavar=("W", "H"), help="image size in pixels (default 800 800; 1200 600 with --multiview)")

@@ -669,7 +669,7 @@ def _figures(tracks, diffs, ref_label, out: Path, alignment, warnings, formats, 
     written: list[Path] = []
     for stem, panels in plots.PANELS.items():
         try:
-            fig = plots.plot_columns(tracks, panels, plots._TITLES[stem], differences={p.column: diffs.get(p.column, []) for p in panels}, reference=ref_label, note=note)
+            fig = plots.plot_columns(tracks, panels, plots.figure_title(stem, tracks[0].series.sign), differences={p.column: diffs.get(p.column, []) for p in panels}, reference=ref_label, note=note)
         except ValueError as exc:
             log.info("no %s figure: %s", stem, exc)
             continue

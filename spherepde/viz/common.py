@@ -8,7 +8,8 @@ import math
 
 import numpy as np
 
-__all__ = ["CLIM_MODES", "RHO_TITLE", "color_limits", "resolve_clim", "robust_color_limits", "snap_times"]
+__all__ = ["CLIM_MODES", "LOG_DYNAMIC_RANGE", "RHO_TITLE", "auto_color_limits", "clip_extend", "clip_note", "color_limits", "dynamic_range",
+           "resolve_clim", "robust_color_limits", "snap_times"]
 
 
 #: Colour-bar title of densities (docs/model.md: rho is a density per unit area on S²).
@@ -42,9 +43,77 @@ def color_limits(rho, *, log: bool = False, floor: float = 1e-6) -> tuple[float,
     return (lo, hi)
 
 
-#: Automatic colour ranges of ``spherepde render --clim``: percentiles over all frames
-#: (``auto``, the default), the same on a log scale (``auto-log``), min to max (``minmax``).
+#: Automatic colour ranges of ``spherepde render --clim``: up to the peak over all frames,
+#: on a log scale when the dynamic range calls for it (``auto``, the default), always on a
+#: log scale (``auto-log``), min to max (``minmax``).
 CLIM_MODES = ("auto", "auto-log", "minmax")
+
+#: The default colour scale is logarithmic when the peak over all frames is more than this
+#: many times their median (positive values): a concentrated density (clusters, a sharp
+#: start), whose peaks a linear scale up to a percentile would clip into one saturated cell.
+LOG_DYNAMIC_RANGE = 50.0
+
+#: Lowest end of an automatic log scale: the 1st percentile of the positive values, at
+#: least this fraction of the peak.
+LOG_FLOOR = 1e-6
+
+
+def dynamic_range(frames) -> float:
+    """The peak over the median of the positive finite values of ``frames`` (1 if none):
+    a property of the density, not of the mesh (both converge as the mesh is refined)."""
+    r = np.asarray(frames, float)
+    pos = r[np.isfinite(r) & (r > 0)]
+    if pos.size == 0:
+        return 1.0
+    return float(pos.max() / np.median(pos))
+
+
+def auto_color_limits(frames, *, log: bool | None = None, floor: float = LOG_FLOOR) -> tuple[tuple[float, float], bool]:
+    """The default colour range of ``frames`` (any shape, e.g. (S, n_cells)): ((lo, hi), log).
+
+    The top is the peak over all frames, so no peak is clipped. ``log`` None: a log scale
+    when :func:`dynamic_range` exceeds :data:`LOG_DYNAMIC_RANGE` (a density that is high
+    on a few cells and low elsewhere shows both). Log: from the 1st percentile of the
+    positive values (at least ``floor`` times the peak; lower values are drawn at the low
+    end, and the colour bar says so); linear: from 0 for a density (0 <= min < 1 % of the
+    peak), else from the minimum.
+    """
+    r = np.asarray(frames, float)
+    if log is None:
+        log = dynamic_range(r) > LOG_DYNAMIC_RANGE
+    lo, hi = color_limits(r, log=log, floor=floor)
+    if log:
+        pos = r[np.isfinite(r) & (r > 0)]
+        if pos.size and float(pos.max()) > 0:
+            lo = min(max(lo, float(np.percentile(pos, 1.0))), hi / 1.01)
+    return (lo, hi), bool(log)
+
+
+def clip_extend(frames, clim, *, log: bool = False) -> str:
+    """Matplotlib's ``extend`` for a colour bar of range ``clim`` over ``frames``: 'min',
+    'max', 'both' where values lie beyond the range (drawn in its end colours; on a log
+    scale zeros and negative values count as below), 'neither' otherwise."""
+    r = np.asarray(frames, float)
+    r = r[np.isfinite(r)]
+    lo, hi = (float(c) for c in clim)
+    tol = 1e-9 * max(abs(lo), abs(hi))
+    below = bool(r.size) and bool(np.any(r < lo - tol) or (log and np.any(r <= 0)))
+    above = bool(r.size) and bool(np.any(r > hi + tol))
+    return {(False, False): "neither", (True, False): "min", (False, True): "max", (True, True): "both"}[(below, above)]
+
+
+def clip_note(frames, clim, *, log: bool = False) -> str:
+    """A short note for a colour bar that clips (empty when nothing is clipped), e.g.
+    "clipped above 2 (max 18)", "clipped below 1e-06": values beyond the range are drawn
+    in its end colours."""
+    ext = clip_extend(frames, clim, log=log)
+    if ext == "neither":
+        return ""
+    r = np.asarray(frames, float)
+    r = r[np.isfinite(r)]
+    lo, hi = (float(c) for c in clim)
+    below, above = f"below {lo:.2g}", f"above {hi:.2g} (max {float(r.max()):.2g})"
+    return "clipped " + {"max": above, "min": below, "both": f"{below} and {above}"}[ext]
 
 #: Percentiles of all frames' values that bound the default colour range.
 ROBUST_PERCENTILES = (1.0, 99.0)
@@ -91,18 +160,18 @@ def robust_color_limits(frames, *, log: bool = False, percentiles=ROBUST_PERCENT
 def resolve_clim(clim, frames, *, log: bool = False) -> tuple[tuple[float, float], bool]:
     """The colour range and scale for ``frames`` from a ``clim`` request.
 
-    ``clim``: None or ``"auto"`` (:func:`robust_color_limits`), ``"auto-log"`` (the same
+    ``clim``: None or ``"auto"`` (:func:`auto_color_limits`: up to the peak, on a log
+    scale when the dynamic range is large or ``log``), ``"auto-log"`` (the same, always
     on a log scale), ``"minmax"`` (:func:`color_limits`: min to max over all frames) or
-    explicit ``(lo, hi)``. Returns ((lo, hi), log); ``"auto-log"`` turns ``log`` on.
+    explicit ``(lo, hi)``. Returns ((lo, hi), log).
     """
     if clim is None or isinstance(clim, str):
         mode = "auto" if clim is None else clim
         if mode not in CLIM_MODES:
             raise ValueError(f"colour range must be LO HI or one of {', '.join(CLIM_MODES)}, got {clim!r}")
-        log = bool(log) or mode == "auto-log"
         if mode == "minmax":
-            return color_limits(frames, log=log), log
-        return robust_color_limits(frames, log=log), log
+            return color_limits(frames, log=bool(log)), bool(log)
+        return auto_color_limits(frames, log=True if (log or mode == "auto-log") else None)
     try:
         lo, hi = (float(c) for c in clim)
     except (TypeError, ValueError):

@@ -257,6 +257,11 @@ def _run_label(cfg: dict) -> str:
     return ", ".join(parts)
 
 
+#: The relative mass drift axis spans at least +-this (the README's bound on the drift).
+MASS_DRIFT_SPAN = 1e-12
+#: rho_min below this fraction of the peak density is zero to round-off.
+RHO_ROUNDOFF = 1e-16
+
 #: Prefix of the particle columns of a coupled run (``run.solver = "both"``).
 PARTICLE_PREFIX = "p_"
 
@@ -381,20 +386,49 @@ class Panel:
     ylabel: str
     log: bool | None = False  # None: log scale when every value is positive
     zero_line: bool = False
+    floor: float = 0.0  # the y axis spans at least [0, floor]: smaller values are noise or round-off, not a signal
+
+
+#: Values at most this large (in units where the quantity is O(1)) are zero to round-off.
+ROUNDOFF = 1e-12
 
 
 #: The panels of the standard figures (``plot``) and of ``spherepde compare``.
 PANELS = {
     "energy": (Panel("energy", r"$E(t)$", r"energy $E$"),),
-    "G2": (Panel("G2", r"$G^2(t)$", r"dissipation $G^2$", log=None),),
+    "G2": (Panel("G2", r"$G^2(t)$", r"$G^2$ (metric slope)", log=None),),
     "edi": (
         Panel("edi_paper", "EDI residual, paper's form", "residual (paper's form)", zero_line=True),
         Panel("edi_exact", "EDI residual, exact chain rule", "residual (exact chain rule)", zero_line=True),
     ),
-    "mean_resultant": (Panel("mean_resultant", r"$R(t) = |\int x\,d\mu_t|$", r"mean resultant length $R$"),),
+    "mean_resultant": (Panel("mean_resultant", r"$R(t) = |\int x\,d\mu_t|$", r"mean resultant length $R$", floor=0.01),),
 }
 
 _TITLES = {"energy": "Energy", "G2": "Dissipation", "edi": "Energy-dissipation identity: residuals", "mean_resultant": "Mean resultant length"}
+
+
+def figure_title(stem: str, sign: float = -1.0) -> str:
+    """The title of a standard figure; G² is the dissipation only for s = -1 (for s = +1 the
+    flow raises the energy at the rate G², docs/model.md §3)."""
+    if stem == "G2":
+        return "Dissipation $G^2$ (s = -1: the flow lowers E at this rate)" if sign < 0 else "Metric slope $G^2$ (s = +1: the flow raises E at this rate)"
+    return _TITLES[stem]
+
+
+def _roundoff_floor(ax, values, floor: float, what: str) -> None:
+    """Give a linear axis at least the span [0, floor] (or [-floor, floor] for values of both
+    signs), so round-off is not drawn as a signal; say so when every value is round-off."""
+    v = np.concatenate([np.asarray(x, float).ravel() for x in values]) if values else np.array([])
+    v = v[np.isfinite(v)]
+    if not v.size or floor <= 0:
+        return
+    top = float(np.max(np.abs(v)))
+    if top >= floor:
+        return
+    lo = -floor if np.min(v) < -ROUNDOFF * floor else -0.04 * floor
+    ax.set_ylim(lo, floor)
+    if top <= ROUNDOFF * max(1.0, floor):
+        ax.text(0.02, 0.95, f"{what}: |values| <= {top:.1e}, zero to round-off", transform=ax.transAxes, va="top", fontsize=8, color="0.3")
 
 
 def plot_columns(tracks, panels, title: str, *, note: str = "", differences: dict | None = None, reference: str = ""):
@@ -430,6 +464,8 @@ def plot_columns(tracks, panels, title: str, *, note: str = "", differences: dic
                     _draw(ax, tr.series, tr.prefix + p.column, lab, log=log)
             if log:
                 ax.set_yscale("log")
+            elif p.floor:
+                _roundoff_floor(ax, [tr.series.band(tr.prefix + p.column).mean for tr in tracks if tr.defined(p.column)], p.floor, p.column)
             ax.set_ylabel(p.ylabel)
         else:
             for k, (lab, t, d) in enumerate(differences[p.column]):  # track k + 1 against track 0: its colour above
@@ -456,7 +492,7 @@ def plot_dissipation(source):
     s = load_series(source)
     if not _defined(s, "G2"):
         raise ValueError("the dissipation G² is not defined for this run (general heads)")
-    return plot_columns(solver_tracks(s), PANELS["G2"], _TITLES["G2"])
+    return plot_columns(solver_tracks(s), PANELS["G2"], figure_title("G2", s.sign))
 
 
 def plot_mean_resultant(source):
@@ -519,14 +555,25 @@ def plot_mesh_invariants(source):
         raise ValueError("no 'mass' column: mass drift is recorded by mesh runs only")
     n = 2 if s.has("rho_min") else 1
     fig, axes = _figure(n, height=4.0)
-    _draw(axes[0], s, lambda d: (d["mass"] - d["mass"][0]) / d["mass"][0], r"$(m(t)-m(0))/m(0)$")
+    drift = lambda d: (d["mass"] - d["mass"][0]) / d["mass"][0]  # noqa: E731
+    _draw(axes[0], s, drift, r"$(m(t)-m(0))/m(0)$")
+    # a drift of a few ulps is round-off: at least +-MASS_DRIFT_SPAN, so one ulp is not drawn as a drop
+    _roundoff_floor(axes[0], [s.band(drift).mean], MASS_DRIFT_SPAN, "relative mass drift")
     axes[0].set_ylabel("relative mass drift")
     if n == 2:
         # a log axis: rho_min spans many decades (1e-52 ... 1e-6), which a linear axis shows as flat zero
         rmin = s.band("rho_min").mean
         fin = rmin[np.isfinite(rmin)]
         positive = bool(fin.size) and bool(np.all(fin > 0))
-        _draw(axes[1], s, "rho_min", r"$\rho_{\min}(t)$", log=True)
+        peak = s.band("rho_max").mean if s.has("rho_max") else s.band("mass").mean / (4 * math.pi)  # the peak, else the mean density
+        peak = float(np.nanmax(peak)) if np.any(np.isfinite(peak)) else math.nan
+        floor = RHO_ROUNDOFF * peak if positive and math.isfinite(peak) and peak > 0 else 0.0
+        if floor and np.any(fin < floor):  # below 1e-16 of the peak a density is zero to round-off: drawn at that floor
+            _draw(axes[1], s, lambda d: np.maximum(d["rho_min"], floor), r"$\rho_{\min}(t)$, at least $10^{-16}\times$ the peak", log=True)
+            axes[1].set_ylim(floor / 3, None)
+            axes[1].text(0.02, 0.05, f"below {floor:.1e} (1e-16 of the peak density): zero to round-off, drawn at that floor", transform=axes[1].transAxes, fontsize=8, color="0.3")
+        else:
+            _draw(axes[1], s, "rho_min", r"$\rho_{\min}(t)$", log=True)
         if positive:
             axes[1].set_yscale("log")
         else:  # zero or negative values (a positivity failure): symmetric log, linear near 0
@@ -746,8 +793,10 @@ def plot_density_map(mesh, rho, *, t: float | None = None, projection: str = "eq
     Parameters
     ----------
     mesh : :class:`~spherepde.geometry.mesh.SphereMesh`; rho : (n_cells,) density per unit area.
-    t : time for the title. log, clim : colour scale (values below ``clim[0]`` clipped on a
-    log scale). tokens : optional (n, 3) tokens drawn as dots.
+    t : time for the title. log, clim : colour scale (default: up to the peak, on a log
+    scale when the dynamic range is large, :func:`~spherepde.viz.common.auto_color_limits`);
+    values beyond the range are drawn in its end colours and the colour bar's arrows
+    (``extend``) say so. tokens : optional (n, 3) tokens drawn as dots.
 
     The map draws the mesh's own cells, projected (:func:`draw_cells`: one flat colour
     per cell, as the finite-volume solution is; no resampling on a grid), so cell edges
@@ -759,9 +808,13 @@ def plot_density_map(mesh, rho, *, t: float | None = None, projection: str = "eq
     rho = np.asarray(rho, float)
     if rho.shape != (mesh.n_cells,):
         raise ValueError(f"density has shape {rho.shape}, expected ({mesh.n_cells},)")
-    from spherepde.viz.common import color_limits
+    from spherepde.viz.common import auto_color_limits, clip_extend
 
-    lo, hi = color_limits(rho, log=log) if clim is None else (float(clim[0]), float(clim[1]))
+    if clim is None:
+        (lo, hi), log = auto_color_limits(rho, log=True if log else None)
+    else:
+        lo, hi = float(clim[0]), float(clim[1])
+    extend = clip_extend(rho, (lo, hi), log=log)
     fig = Figure(figsize=(7.2, 4.2), layout="constrained")
     ax, radians = _map_axes(fig, projection)
     values = np.maximum(rho, lo) if log else rho
@@ -771,7 +824,8 @@ def plot_density_map(mesh, rho, *, t: float | None = None, projection: str = "eq
     if tokens is not None:
         lon, lat = _lonlat(np.asarray(tokens)[:, :3])
         ax.scatter(lon * k, lat * k, s=4, c="crimson", edgecolors="none", label="tokens")
-    fig.colorbar(pc, ax=ax, orientation="horizontal", shrink=0.7, pad=0.02, aspect=35, label=RHO_LABEL)
+    label = RHO_LABEL + ("; arrows: values beyond the range" if extend != "neither" else "")
+    fig.colorbar(pc, ax=ax, orientation="horizontal", shrink=0.7, pad=0.02, aspect=35, label=label, extend=extend)
     ax.set_title("density" + (f", t = {t:.4g}" if t is not None else ""), fontsize=11)
     return fig
 
@@ -812,7 +866,8 @@ def write_figures(run_dir, out_dir=None, *, formats=("png",), times=None, projec
     for single runs at ``times`` (nearest snapshots, with a warning when a time is not a
     snapshot time; times outside the snapshots raise ValueError; default first, middle,
     last) ``density_map_t<time>_<projection>_<lin|log>`` (mesh, the mesh's cells drawn
-    with one colour range for all maps, the 1st to 99th percentile over all snapshots;
+    with one colour range for all maps, up to the peak over all snapshots, on a log scale
+    when their dynamic range is large (``log``: always);
     coupled runs with the tokens as dots) or ``tokens_map_t<time>_<projection>``
     (particles, d = 3). Coupled runs overlay mesh and tokens in
     energy, G2, edi and mean_resultant. Each in every format of ``formats`` (png, pdf,
@@ -855,7 +910,7 @@ def write_figures(run_dir, out_dir=None, *, formats=("png",), times=None, projec
         if times:
             _log.warning("density maps are drawn for single runs; draw one of the path-NNN folders")
         return written
-    from spherepde.viz.common import _time_digits, robust_color_limits, snap_times
+    from spherepde.viz.common import _time_digits, resolve_clim, snap_times
 
     if snaps is None:
         _log.warning("%s wrote no snapshots: no maps", folder)
@@ -867,7 +922,7 @@ def write_figures(run_dir, out_dir=None, *, formats=("png",), times=None, projec
     proj = "mollweide" if projection in ("mollweide", "moll") else "equirectangular"
     digits = max(3, _time_digits(snaps.t))
     if snaps.rho is not None:
-        clim = robust_color_limits(snaps.rho, log=log)  # one range for all maps that no single peak sets
+        clim, log = resolve_clim(None, snaps.rho, log=log)  # one range for all maps, up to the peak (log when the range is large)
         for k in idx:
             tokens = snaps.X[k] if snaps.X is not None and snaps.X.shape[2] == 3 else None  # coupled runs: tokens over the density
             fig = plot_density_map(snaps.mesh, snaps.rho[k], t=float(snaps.t[k]), projection=projection, log=log, clim=clim, tokens=tokens)

@@ -47,7 +47,7 @@ from spherepde.runs.folders import (  # re-exported: reading runs is part of thi
     run_config,
     run_kind,
 )
-from spherepde.viz.common import RHO_TITLE, _time_digits, _time_format, _tokens3, color_limits, resolve_clim, snap_times
+from spherepde.viz.common import RHO_TITLE, _time_digits, _time_format, _tokens3, clip_note, color_limits, resolve_clim, snap_times
 
 __all__ = [
     "CAMERAS", "NotARunFolderError", "RunSnapshots", "color_limits", "load_snapshots", "run_config", "run_kind", "has_display", "plot_density",
@@ -184,7 +184,8 @@ def _colorbar_layout(w: int, h: int, title: str, clim=(0.0, 1.0), log: bool = Fa
     """
     label = int(np.clip(round(min(w, h) / 30), 9, 22))
     y0, bar_h = 0.02, (10 + 1.6 * label) / h
-    title_size = int(max(6, min(label + 2, 0.9 * w / (0.62 * max(len(title), 1)))))
+    lines = title.split("\n")  # a second line: where the range clips
+    title_size = int(max(6, min(label + 2, 0.9 * w / (0.62 * max(max(len(x) for x in lines), 1)))))
     title_y = y0 + bar_h + 3.0 / h
     width = 0.7
     n_labels = 2
@@ -196,7 +197,7 @@ def _colorbar_layout(w: int, h: int, title: str, clim=(0.0, 1.0), log: bool = Fa
         "title": "", "vertical": False, "position_x": 0.15, "position_y": y0, "width": width, "height": bar_h,
         "n_labels": n_labels, "fmt": "%.3g", "unconstrained_font_size": True, "label_font_size": label,
     }
-    return {"scalar_bar_args": args, "title_y": title_y, "title_size": title_size, "top": title_y + (1.4 * title_size + 4) / h}
+    return {"scalar_bar_args": args, "title_y": title_y, "title_size": title_size, "top": title_y + (1.4 * title_size * len(lines) + 4) / h}
 
 
 class _Scene:
@@ -210,6 +211,7 @@ class _Scene:
         n_tokens: int = 0,
         clim=None,
         log: bool = False,
+        clipped: str = "",
         cmap: str = "viridis",
         camera="iso",
         multiview: bool = False,
@@ -271,7 +273,9 @@ class _Scene:
         views = [(d, "")] if not multiview else [(d, "view from " + _direction_label(d)), (-d, "view from " + _direction_label(-d))]
         self.text = None
         #: the colour bar's geometry (:func:`_colorbar_layout`) and its title (a text actor).
-        self.colorbar = _colorbar_layout(w // len(views), h, RHO_TITLE, self.clim, self.log) if self.poly is not None else None
+        #: the colour bar's title: what rho is, and where the range clips (values beyond it drawn in its end colours)
+        self.colorbar_text = RHO_TITLE + (f"\n{clipped}" if clipped else "")
+        self.colorbar = _colorbar_layout(w // len(views), h, self.colorbar_text, self.clim, self.log) if self.poly is not None else None
         self.colorbar_title = None
         #: the density surface's actor (one per view); lit only with ``lighting=True``.
         self.density_actors = []
@@ -299,7 +303,7 @@ class _Scene:
                     bar = p.scalar_bars[next(iter(p.scalar_bars.keys()))] if p.scalar_bars else None
                     if bar is not None:
                         bar.SetTextPositionToPrecedeScalarBar()  # tick labels below the bar ...
-                    a = p.add_text(RHO_TITLE, position=(0.5, self.colorbar["title_y"]), viewport=True, font_size=8)  # ... title above
+                    a = p.add_text(self.colorbar_text, position=(0.5, self.colorbar["title_y"]), viewport=True, font_size=8)  # ... title above
                     a.prop.SetFontSize(self.colorbar["title_size"])
                     a.prop.SetJustificationToCentered()
                     a.prop.SetVerticalJustificationToBottom()
@@ -379,7 +383,8 @@ def _scene_for(snaps: RunSnapshots, *, particles: bool | None, clim, log: bool, 
         raise ValueError(f"{snaps.folder}: this mesh run stored no particle snapshots (X); drop --particles")
     if snaps.kind == "mesh":
         clim, log = run_color_limits(snaps, clim, log=log)
-        scene = _Scene(mesh=snaps.mesh, n_tokens=snaps.X.shape[1] if draw_tokens else 0, clim=clim, log=log, **kw)
+        scene = _Scene(mesh=snaps.mesh, n_tokens=snaps.X.shape[1] if draw_tokens else 0, clim=clim, log=log,
+                       clipped=clip_note(snaps.rho, clim, log=log), **kw)
     else:
         _tokens3(snaps.X[0])
         scene = _Scene(n_tokens=snaps.X.shape[1], **kw)
@@ -395,11 +400,11 @@ def run_color_limits(snaps, clim=None, *, log: bool = False) -> tuple[tuple[floa
     """The colour range (and scale) of a run's pictures: one range for all its snapshots.
 
     ``snaps``: a run folder or :class:`RunSnapshots` of a mesh run. ``clim``: None or
-    ``"auto"`` (default: the 1st to 99th percentile of all snapshots' values, so that
-    neither the t = 0 peak nor a late one sets the range alone; see
-    :func:`spherepde.viz.common.robust_color_limits`), ``"auto-log"`` (the same on a log
-    scale), ``"minmax"`` (min to max over all snapshots) or explicit ``(lo, hi)``.
-    Returns ((lo, hi), log).
+    ``"auto"`` (default: up to the peak over all snapshots, on a log scale when their
+    dynamic range is large, so a concentrated density keeps its peaks and a spread-out
+    frame is not dark; see :func:`spherepde.viz.common.auto_color_limits`), ``"auto-log"``
+    (the same, always on a log scale), ``"minmax"`` (min to max over all snapshots) or
+    explicit ``(lo, hi)``. Returns ((lo, hi), log).
     """
     if not isinstance(snaps, RunSnapshots):
         snaps = load_snapshots(snaps)
@@ -512,8 +517,10 @@ def plot_density(
     mesh : :class:`~spherepde.geometry.mesh.SphereMesh` with ``n_cells`` cells.
     rho : (n_cells,) density per unit area (cell averages).
     t : time shown in the upper-left corner (None: no time).
-    clim : (lo, hi) colour range (default: min to max of ``rho``, see :func:`color_limits`;
-        ``"auto"``: its 1st to 99th percentile, ``"auto-log"``: the same on a log scale).
+    clim : (lo, hi) colour range (default ``"auto"``: up to the peak of ``rho``, on a log
+        scale when its dynamic range is large, :func:`~spherepde.viz.common.auto_color_limits`;
+        ``"auto-log"``: the same, always on a log scale; ``"minmax"``: min to max). A range
+        that clips says so in the colour bar's title ("clipped at ...").
     log : logarithmic colour scale (values below ``lo`` are drawn at ``lo``).
     camera : 'iso', 'xy' (from +z), 'xz' (from -y), 'yz' (from +x) or a direction 'x,y,z'.
     multiview : two views side by side, from the camera direction and its opposite
@@ -533,10 +540,10 @@ def plot_density(
     rho = np.asarray(rho, float)
     if rho.shape != (mesh.n_cells,):
         raise ValueError(f"density has shape {rho.shape}, expected ({mesh.n_cells},)")
-    clim, log = (color_limits(rho, log=log), log) if clim is None else resolve_clim(clim, rho, log=log)
+    clim, log = resolve_clim(clim, rho, log=log)
     X = None if particles is None else _tokens3(particles)
     scene = _Scene(
-        mesh=mesh, n_tokens=0 if X is None else len(X), clim=clim, log=log, cmap=cmap, camera=camera, multiview=multiview,
+        mesh=mesh, n_tokens=0 if X is None else len(X), clim=clim, log=log, clipped=clip_note(rho, clim, log=log), cmap=cmap, camera=camera, multiview=multiview,
         window_size=window_size, off_screen=off_screen, show_edges=show_edges, time_text=t is not None, title=title,
         axes=axes, graticule=graticule, lighting=lighting,
     )
@@ -624,7 +631,7 @@ def render_snapshots(
         snapshot is drawn once.
     out_dir : output folder (default ``run_dir/figures``), created if needed.
     clim, log : one colour range for every image (:func:`run_color_limits`: by default
-        the 1st to 99th percentile over all snapshots).
+        up to the peak over all snapshots, log when their dynamic range is large).
     axes, graticule, lighting : as in :func:`plot_density`.
     force : replace existing files; without it an existing file raises FileExistsError
         before anything is drawn.
@@ -641,6 +648,8 @@ def render_snapshots(
     prefix = "density" if snaps.kind == "mesh" else "tokens"
     draws_tokens = snaps.kind == "mesh" and snaps.X is not None and particles is not False
     digits = _time_digits(snaps.t)
+    if snaps.kind == "mesh":  # the automatic range may choose a log scale: the names say what is drawn
+        log = run_color_limits(snaps, clim, log=log)[1]
     names = {
         k: output_name(prefix, t=float(snaps.t[k]), time_digits=digits, log=log, camera=camera, multiview=multiview, clim=clim, cmap=cmap,
                        graticule=graticule, axes=axes, lighting=lighting, tokens=draws_tokens, window_size=window_size)
@@ -772,8 +781,8 @@ def render_animation(
         snapshot reads "t = ... (interpolated)". A GIF has exactly this many frames.
     fps : frames per second.
     clim, log : the colour range, fixed for the whole animation (:func:`run_color_limits`:
-        by default the 1st to 99th percentile over all snapshots, so a peak at t = 0
-        does not leave the later frames dark), linear or logarithmic.
+        by default up to the peak over all snapshots, on a log scale when their dynamic
+        range is large, so neither a peak is clipped nor the later frames left dark).
     progress : a tqdm progress bar (default: when stderr is a terminal).
     anti_aliasing : multisampling; off by default, as it triples the time per frame of
         software rendering (PNG stills use it).
@@ -785,6 +794,8 @@ def render_animation(
     Path of the written file.
     """
     snaps = load_snapshots(run_dir)
+    if snaps.kind == "mesh":  # the automatic range may choose a log scale: the name says what is drawn
+        log = run_color_limits(snaps, clim, log=log)[1]
     if path is None:
         if movie not in ("gif", "mp4"):
             raise ValueError(f"movie must be 'gif' or 'mp4', got {movie!r}")
