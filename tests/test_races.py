@@ -354,3 +354,23 @@ def test_a_sweep_lock_that_is_not_ours_is_one_line(capsys, tmp_path, content):
     line = one_line(err)
     assert code == 2 and ("sweep.lock" in line or "other-host.example" in line), line
     assert sorted(p.name for p in out.iterdir()) == ["sweep.lock"]  # nothing written
+
+
+def test_ctrl_c_in_a_monte_carlo_run_is_one_line(capsys, tmp_path, monkeypatch):
+    from spherepde.solvers.particles import ParticleSolver
+
+    original, count = ParticleSolver.step, {"n": 0}
+
+    def step(self, *a, **kw):
+        out = original(self, *a, **kw)
+        count["n"] += 1
+        if count["n"] == 3:
+            signal.raise_signal(signal.SIGINT)  # a real Ctrl-C in the first path
+        return out
+
+    monkeypatch.setattr(ParticleSolver, "step", step)
+    folder = tmp_path / "mc"
+    code, err = cli(capsys, "run", *LONG, "--set", "montecarlo.paths=2", "--out", folder, "-q")
+    lines = err.strip().splitlines()
+    assert code == 130 and len(lines) == 1 and f"spherepde resume {folder}" in lines[0] and "path-000" not in lines[0], err
+    assert "interrupted at t" in (folder / "path-000" / "run.log").read_text()  # the path's own line stays in its log

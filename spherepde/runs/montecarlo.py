@@ -115,7 +115,27 @@ def _write_mc_summary(folder: Path, cfg: Config, paths: int, status: str, extra:
         atomic_write_text(folder / "summary.json", json.dumps(summary, indent=2, default=lambda x: None))
 
 
+class _PathInterruptedAsInfo(logging.Filter):
+    """While the paths run, a path's own "interrupted at t = ...; resume PATH" warning is logged
+    at INFO (its run.log keeps it): the Monte-Carlo warning says it once, naming the folder to resume."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno == logging.WARNING and str(record.msg).startswith("interrupted at t"):
+            record.levelno, record.levelname = logging.INFO, "INFO"
+        return True
+
+
 def _monte_carlo_paths(cfg: Config, folder: Path, paths: int, *, progress, resuming: bool = False) -> RunResult:
+    demote = _PathInterruptedAsInfo()
+    runner_log = logging.getLogger("spherepde.runs.runner")
+    runner_log.addFilter(demote)
+    try:
+        return _monte_carlo_paths_logged(cfg, folder, paths, progress=progress, resuming=resuming)
+    finally:
+        runner_log.removeFilter(demote)
+
+
+def _monte_carlo_paths_logged(cfg: Config, folder: Path, paths: int, *, progress, resuming: bool) -> RunResult:
     results = []
     for i, seed in enumerate(_mc_seeds(cfg, paths)):
         sub = folder / f"path-{i:03d}"
