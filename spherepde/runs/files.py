@@ -145,7 +145,8 @@ class FolderLock:
             other = json.loads(text)
         except ValueError:
             return "is not a spherepde lock (not JSON)"
-        if not isinstance(other, dict) or not isinstance(other.get("pid"), int) or isinstance(other.get("pid"), bool) or not isinstance(other.get("host"), str):
+        pid = other.get("pid") if isinstance(other, dict) else None
+        if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0 or not isinstance(other.get("host"), str):
             return "is not a spherepde lock (expected {\"pid\": ..., \"host\": ...})"
         return other
 
@@ -193,6 +194,7 @@ class FolderLock:
                 raise self.error(f"{self.path} is not a lock file; remove it if no {self.what} is writing into {self.path.parent}")
             atomic_write_text(self.path, json.dumps({"pid": os.getpid(), "host": socket.gethostname()}))
             self.held = True
+
     def release(self) -> None:
         if self.held:
             self.path.unlink(missing_ok=True)
