@@ -219,7 +219,8 @@ def test_dask_sweep_table_and_failure_report(dask_sweep):
     assert (a["x"], a["y"], a["t_min"], a["runs_used"], a["runs_excluded"]) == ("model.H", "G2", 0.05, 4, 1)
     assert [p["x"] for p in a["points"]] == [1.0, 2.0]
     assert a["points"][0]["mean"] == pytest.approx(np.mean([rows[0]["mean_G2"], rows[2]["mean_G2"]]))
-    assert math.isfinite(a["b"]) and a["b_ci95"] is not None
+    assert math.isfinite(a["b"]) and a["b_ci95"] is None  # two seeds per H: no "95 %" interval from two runs
+    assert a["interval_note"] == "interval undefined: need >= 3 runs per point"
     assert (out / "analysis.png").stat().st_size > 1000 and (out / "analysis.pdf").stat().st_size > 1000
 
 
@@ -322,14 +323,18 @@ def test_cli_failed_run_exit_1(tmp_path, capsys):
 def test_without_dask(tmp_path, monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "distributed", None)  # import distributed -> ImportError
     sweep = write_inputs(tmp_path, OK_SWEEP)
-    for opts in (["--workers", "2"], ["--scheduler", "tcp://127.0.0.1:8786"], []):
+    for opts in (["--workers", "2"], ["--scheduler", "tcp://127.0.0.1:8786"]):
         assert cli.main(["sweep", str(sweep), "--out", str(tmp_path / "out"), *opts]) == 2
         err = capsys.readouterr().err
-        assert 'pip install "spherepde[distributed]"' in err and "--serial" in err and err.count("\n") == 1
+        assert 'pip install -e ".[distributed]"' in err and "--serial" in err and err.count("\n") == 1
     with pytest.raises(DaskUnavailableError):
         run_sweep(sweep, tmp_path / "out", workers=2)
     assert not (tmp_path / "out").exists()
-    assert cli.main(["sweep", str(sweep), "--out", str(tmp_path / "out"), "--serial", "-q"]) == 0
+    # the default path (README's 'pip install -e .' has no Dask): runs serially, and says so
+    assert cli.main(["sweep", str(sweep), "--out", str(tmp_path / "out")]) == 0
+    err = capsys.readouterr().err
+    assert "Dask is not installed: running the" in err and 'pip install -e ".[distributed]"' in err
+    assert cli.main(["sweep", str(sweep), "--out", str(tmp_path / "out2"), "--serial", "-q"]) == 0
 
 
 # --------------------------------------------------------------- the analysis
@@ -353,3 +358,34 @@ def test_analysis_fit_on_synthetic_data(tmp_path):
     # exact power law, one replicate per x: exact exponent, no bootstrap interval
     exact = analyse([{"x": x, "mean_y": 2.0 * x**1.5} for x in (1.0, 2.0, 4.0, 8.0)], "x", "y")
     assert exact["b"] == pytest.approx(1.5, abs=1e-12) and exact["a"] == pytest.approx(2.0) and exact["b_ci95"] is None
+
+
+def test_analysis_with_two_runs_per_point_claims_no_interval(tmp_path, capsys):
+    """Two runs per point once printed 'b = -1.30136 ± nan' and drew a '95 % bootstrap CI';
+    axis labels were raw keys (model.H) with ticks like 2x10^0."""
+    from types import SimpleNamespace
+
+    from spherepde.cli.sweep import _report
+    from spherepde.runs.sweep.analysis import analysis_figure
+
+    table = [{"model.H": H, "weights.seed": s, "status": "completed", "mean_G2": 2.0 / H + 0.01 * s} for H in (2, 4) for s in range(2)]
+    a = analyse(table, "model.H", "G2", out=tmp_path, t_min=0.5, bootstrap=200)
+    assert a["b_ci95"] is None and not math.isfinite(a["b_stderr"]) and a["interval_note"] == "interval undefined: need >= 3 runs per point"
+    fig = analysis_figure(a, {2.0: [2.0 / 2, 2.0 / 2 + 0.01], 4.0: [0.5, 0.51]})
+    ax = fig.axes[0]
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert not any("CI" in lab or "nan" in lab for lab in labels) and any("interval undefined" in lab for lab in labels)
+    assert ax.get_xlabel() == "H (heads)" and "model.H" not in ax.get_title()
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    FigureCanvasAgg(fig).draw()
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["2", "4"]
+    res = SimpleNamespace(status="completed", counts={"run": 4}, table=[dict(r, status="completed") for r in table], wall_time_s=1.0, results_csv=tmp_path / "results.csv",
+                          analysis=a, folder=tmp_path)
+    _report(res)
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("analysis:"))
+    assert "nan" not in line and line.endswith("(interval undefined: need >= 3 runs per point)")
+    # three runs per point: the interval is there
+    table3 = [{"model.H": H, "status": "completed", "mean_G2": 2.0 / H * (1 + 0.01 * s)} for H in (1, 10, 100) for s in range(3)]
+    a3 = analyse(table3, "model.H", "G2", bootstrap=200)
+    assert a3["b_ci95"] is not None and a3["interval_note"] == ""

@@ -13,6 +13,7 @@ again to continue).
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 
 from spherepde.cli.common import fail
@@ -75,9 +76,14 @@ def _report(res) -> None:
     print(f"results: {res.results_csv}")
     a = res.analysis
     if a and "error" not in a:
+        from spherepde.runs.sweep.analysis import interval_note
+
         ci = a.get("b_ci95")
+        se = a.get("b_stderr")
+        se_text = f" ± {_fmt(se)}" if isinstance(se, (int, float)) and math.isfinite(se) else ""
         ci_text = f", 95% bootstrap CI [{ci[0]:.4g}, {ci[1]:.4g}]" if ci else ""
-        print(f"analysis: {a['y']} ~ {_fmt(a['a'])} * {a['x']}^b, b = {_fmt(a['b'])} ± {_fmt(a['b_stderr'])}{ci_text}")
+        note = a.get("interval_note", interval_note(a))
+        print(f"analysis: {a['y']} ~ {_fmt(a['a'])} * {a['x']}^b, b = {_fmt(a['b'])}{se_text}{ci_text}" + (f" ({note})" if note else ""))
         print(f"          {res.folder / 'analysis.png'}, {res.folder / 'analysis.json'}")
 
 
@@ -103,7 +109,8 @@ def register(sub, common) -> None:
         "  t_min = 2.5\n\n"
         "Dask: the default is a local cluster with one single-threaded worker process per core (--workers N to choose);\n"
         "--scheduler tcp://HOST:8786 uses a running cluster ('dask scheduler', 'dask worker tcp://HOST:8786'); the run\n"
-        "folders must be on a file system the workers share. Install Dask with: pip install \"spherepde[distributed]\"",
+        "folders must be on a file system the workers share. Install Dask with: pip install -e \".[distributed]\" in a clone "
+        "(pip install \"spherepde[distributed]\" from PyPI); without Dask the default runs serially",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     s.add_argument("sweep_file", nargs="?", help="the sweep file (TOML)")

@@ -13,7 +13,36 @@ import numpy as np
 from spherepde.runs.files import atomic_write_text, jsonable
 from spherepde.runs.sweep.state import _finite
 
-__all__ = ["analyse"]
+__all__ = ["analyse", "axis_label", "MIN_BOOTSTRAP_RUNS"]
+
+#: A bootstrap interval for b needs at least this many runs (replicates) at every x: with
+#: two, the resampled means take three values, and the "95 %" would be a fiction.
+MIN_BOOTSTRAP_RUNS = 3
+
+#: Axis labels of the common sweep keys (others: the key's last part, then the key).
+AXIS_LABELS = {
+    "model.H": "H (heads)", "model.d": "d (dimension)", "initial.n": "n (tokens)", "mesh.level": "mesh level (20·level² cells)",
+    "weights.sigma": "σ (weight noise)", "weights.beta": "β (initial scale of the weights)", "weights.kappa": "κ (OU rate)",
+    "weights.mean": "OU mean", "weights.dt": "Δt of the weight path", "weights.seed": "seed of the weight noise", "solver.T": "T (final time)",
+    "solver.cfl": "CFL number", "solver.dt": "Δt", "initial.sigma": "σ of the initial clusters", "G2": "G²", "energy": "energy E",
+}
+
+
+def axis_label(key: str) -> str:
+    """A readable axis label for a config key or a diagnostics column: "H (heads)" for model.H."""
+    if key in AXIS_LABELS:
+        return AXIS_LABELS[key]
+    last = key.rsplit(".", 1)[-1]
+    return f"{last} ({key})" if last != key else key
+
+
+def interval_note(res: dict) -> str:
+    """Why a result has no interval for b (empty when it has one)."""
+    if res.get("b_ci95") or math.isfinite(res.get("b_stderr", math.nan)):
+        return ""
+    if not math.isfinite(res.get("b", math.nan)):
+        return ""
+    return f"interval undefined: need >= {MIN_BOOTSTRAP_RUNS} runs per point"
 
 
 # ==================================================================== the analysis
@@ -31,7 +60,8 @@ def analyse(table: list[dict], x: str, y: str, *, out=None, t_min: float | None 
     values are grouped by x and averaged over the other axes (e.g. seeds); the fit
     y = a x^b (:func:`validation.common.fit_power_law`) is made on the group means. A
     bootstrap over the replicates of each group (``bootstrap`` resamples) gives a 95 %
-    interval for b. With ``out``, writes ``analysis.json`` and ``analysis.png/.pdf``
+    interval for b when every group has at least :data:`MIN_BOOTSTRAP_RUNS` runs (else
+    ``b_ci95`` is None and ``interval_note`` says why). With ``out``, writes ``analysis.json`` and ``analysis.png/.pdf``
     (log-log: every run, per x the mean with its standard error and the 5-95 % quantile
     range of the runs, the fit). Each point of ``points`` holds mean, std, sem (standard
     error of the mean), q05, q95 and n.
@@ -63,7 +93,7 @@ def analyse(table: list[dict], x: str, y: str, *, out=None, t_min: float | None 
     if ok.sum() >= 2:
         fit = fit_power_law(xs[ok], means[ok])
         reps = [g for g, k in zip(vals, ok) if k]
-        if bootstrap > 0 and any(g.size > 1 for g in reps):
+        if bootstrap > 0 and all(g.size >= MIN_BOOTSTRAP_RUNS for g in reps):
             rng = np.random.default_rng(seed)
             boot = np.stack([g[rng.integers(0, g.size, size=(bootstrap, g.size))].mean(axis=1) for g in reps], axis=1)
             good = np.all(boot > 0, axis=1)
@@ -79,6 +109,7 @@ def analyse(table: list[dict], x: str, y: str, *, out=None, t_min: float | None 
     }
     if ok.sum() < 2:
         result["note"] = "fewer than two x values with a positive mean: no power-law fit"
+    result["interval_note"] = interval_note(result)
     if out is not None:
         out = Path(out)
         atomic_write_text(out / "analysis.json", json.dumps(jsonable(result), indent=2))
@@ -88,6 +119,17 @@ def analyse(table: list[dict], x: str, y: str, *, out=None, t_min: float | None 
 
 
 def _analysis_figure(res: dict, groups: dict, out: Path, formats) -> list[Path]:
+    fig = analysis_figure(res, groups)
+    written = []
+    for fmt in formats:
+        p = out / f"analysis.{fmt}"
+        fig.savefig(p, dpi=150)
+        written.append(p)
+    return written
+
+
+def analysis_figure(res: dict, groups: dict):
+    """The figure of :func:`analyse`'s result ``res`` and its runs ``groups`` (x -> values)."""
     from matplotlib.figure import Figure
 
     xs = np.array([p["x"] for p in res["points"]])
@@ -100,32 +142,40 @@ def _analysis_figure(res: dict, groups: dict, out: Path, formats) -> list[Path]:
     allx = np.concatenate([[k] * len(v) for k, v in groups.items()])
     ally = np.concatenate([v for v in groups.values()])
     ax.scatter(allx, ally, s=12, color="0.6", alpha=0.6, label="runs", zorder=1)
-    n_text = "/".join(sorted({str(p["n"]) for p in res["points"]}))
-    ax.vlines(xs, q05, q95, color="C0", alpha=0.3, lw=6, label="5–95 % of the runs", zorder=2)
-    ax.errorbar(xs, means, yerr=sems, fmt="o", color="C0", capsize=4, label=f"mean ± standard error (n = {n_text} per point)", zorder=3)
+    n_text = "/".join(sorted({str(p["n"]) for p in res["points"]}, key=int))
+    if max(p["n"] for p in res["points"]) > 1:
+        ax.vlines(xs, q05, q95, color="C0", alpha=0.3, lw=6, label="5–95 % of the runs", zorder=2)
+        ax.errorbar(xs, means, yerr=sems, fmt="o", color="C0", capsize=4, label=f"mean ± standard error ({n_text} runs per point)", zorder=3)
+    else:
+        ax.plot(xs, means, "o", color="C0", label="one run per point", zorder=3)
     logx = bool(np.all(xs > 0))
     logy = bool(np.all(ally > 0))
     if math.isfinite(res["b"]):
         xx = np.geomspace(xs[xs > 0].min(), xs.max(), 100)
         label = f"fit a·x^b: b = {res['b']:.3f}"
         if math.isfinite(res["b_stderr"]):
-            label += f" ± {res['b_stderr']:.3f}"
+            label += f" ± {res['b_stderr']:.3f} (s.e. of the fit)"
         if res["b_ci95"]:
-            label += f", 95% CI [{res['b_ci95'][0]:.3f}, {res['b_ci95'][1]:.3f}]"
+            label += f", 95 % bootstrap CI [{res['b_ci95'][0]:.3f}, {res['b_ci95'][1]:.3f}]"
+        note = interval_note(res) if "interval_note" not in res else res["interval_note"]
+        if note:
+            label += f" ({note})"
         ax.plot(xx, res["a"] * xx ** res["b"], "-", color="C3", label=label, zorder=2)
     if logx:
         ax.set_xscale("log")
     if logy:
         ax.set_yscale("log")
+    if np.all(np.isclose(xs, np.round(xs), rtol=0, atol=1e-9)):  # integer x (H, n, a level): integer ticks at the values, not 2x10^0
+        from matplotlib.ticker import FixedLocator, NullFormatter, NullLocator, StrMethodFormatter
+
+        ax.xaxis.set_major_locator(FixedLocator(xs))
+        ax.xaxis.set_major_formatter(StrMethodFormatter("{x:.0f}"))
+        ax.xaxis.set_minor_locator(NullLocator())
+        ax.xaxis.set_minor_formatter(NullFormatter())
     tm = res.get("t_min")
-    ax.set_xlabel(res["x"])
-    ax.set_ylabel(f"time average of {res['y']}" + (f" over t ≥ {tm:g}" if tm else ""))
-    ax.set_title(f"{res['y']} against {res['x']}")
+    ax.set_xlabel(axis_label(res["x"]))
+    ax.set_ylabel(f"time average of {axis_label(res['y'])}" + (f" over t ≥ {tm:g}" if tm else ""))
+    ax.set_title(f"{axis_label(res['y'])} against {axis_label(res['x'])}")
     ax.legend(fontsize=8)
-    written = []
-    for fmt in formats:
-        p = out / f"analysis.{fmt}"
-        fig.savefig(p, dpi=150)
-        written.append(p)
-    return written
+    return fig
 

@@ -221,6 +221,12 @@ def run_sweep(
         raise SweepError(f"workers: expected a positive number of worker processes, got {workers!r}")
     sw = load_sweep(sweep)
     client = None
+    if not serial and workers is None and scheduler is None:
+        try:  # the default path without Dask (a plain 'pip install -e .'): one run after another, with a note
+            import distributed  # noqa: F401
+        except ImportError:
+            serial = True
+            log.warning("Dask is not installed: running the %d runs one after another in this process; for parallel runs: %s", len(sw.runs), INSTALL_HINT)
     if not serial:
         distributed = _import_distributed("--scheduler" if scheduler is not None else "--workers" if workers is not None else "running a sweep on Dask")
         if scheduler is not None:  # connect before writing anything

@@ -31,7 +31,7 @@ KNOWN_COLUMNS = (
 )
 
 
-INSTALL_HINT = 'pip install "spherepde[distributed]"'
+INSTALL_HINT = 'pip install -e ".[distributed]" in a clone (from PyPI: pip install "spherepde[distributed]")'
 
 
 STATE_FILE = "sweep_state.json"
