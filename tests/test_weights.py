@@ -396,3 +396,11 @@ def test_drift_process_user_callable():
         generate_weight_path(DriftProcess(lambda D, t: -D), H=1, d=2, T=0.1, dt=0.1, scheme="exact")
     with pytest.raises(TypeError, match="callable"):
         DriftProcess()
+
+
+def test_print_of_a_weight_path_is_one_short_line():
+    """print(path) once dumped every array (thousands of lines for a real path)."""
+    path = generate_weight_path(OUProcess(), H=3, d=3, T=2.0, dt=0.01, seed=5)
+    text = repr(path)
+    assert text == str(path) and "\n" not in text and len(text) < 200
+    assert text.startswith("WeightPath(H=3, d=3, K=200, dt=0.01, T=2, heads='gradient', sign=-1") and "seed=5" in text and "array" not in text

@@ -396,6 +396,12 @@ class WeightPath:
         if self.V.shape != self.A.shape or self.drift.shape != self.A.shape or self.dM.shape != (K1 - 1, H, d, d):
             raise ValueError("WeightPath: inconsistent array shapes")
 
+    def __repr__(self) -> str:
+        """One line: sizes, grid, sign and what made the path (the arrays are A, V, drift, dM)."""
+        what = ", ".join(f"{k}={self.meta[k]!r}" for k in ("process", "scheme", "seed") if k in self.meta)
+        return (f"WeightPath(H={self.H}, d={self.d}, K={self.K}, dt={self.dt:g}, T={self.T:g}, heads={self.heads!r}, sign={self.sign:+g}, "
+                f"sigma={self.sigma:g}" + (f", {what}" if what else "") + ")")
+
     # ---- sizes
     @property
     def H(self) -> int:
