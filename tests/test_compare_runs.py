@@ -476,3 +476,16 @@ def test_compare_table_of_a_both_run(both_run, tmp_path):
     fig = plots.plot_distances(both_run)
     floors = [ln for ln in fig.axes[0].get_lines() if "l1_hist at t = 0" in ln.get_label()]
     assert len(floors) == 1 and floors[0].get_ydata()[0] == pytest.approx(d["l1_hist"][0])
+
+
+def test_both_run_final_summary_shows_tokens_and_distances(tmp_path, capsys):
+    """The final summary of a both run once showed the mesh only: now the tokens beside it, and the distances with their t = 0 floor."""
+    sets = [a for k, v in {**BOTH, "output.vtk": "false"}.items() for a in ("--set", f"{k}={v}")]
+    assert main(["run", "--out", str(tmp_path / "b"), *sets]) == 0
+    out = capsys.readouterr().out.splitlines()
+    d = read_diagnostics(tmp_path / "b" / "diagnostics.csv")
+    energy = next(line for line in out if line.strip().startswith("energy"))
+    assert energy.split()[1:] == [f"{d['energy'][-1]:.6g}", f"{d['p_energy'][-1]:.6g}"]
+    assert any(line.split()[0] == "mesh" and line.split()[1] == "tokens" for line in out if line.strip())
+    l1 = next(line for line in out if line.strip().startswith("l1_hist"))
+    assert f"{d['l1_hist'][-1]:.6g}" in l1 and f"(t = 0: {d['l1_hist'][0]:.6g})" in l1

@@ -88,10 +88,35 @@ def _report(res, quiet: bool) -> int:
         print(f"run {summary['status']}: {res.folder}")
         if "wall_time_s" in summary:
             print(f"wall time: {summary['wall_time_s']:.1f} s")
-        for k in keys:
-            v = fin[k]
-            print(f"  {k:15s} {v:.6g}" if v is not None else f"  {k:15s} undefined")
+        def num(v) -> str:
+            return f"{v:.6g}" if v is not None else "undefined"
+
+        if any(k.startswith("p_") for k in fin):  # a both run: the mesh and its tokens side by side, then the distances
+            print(f"  {'':15s} {'mesh':>12s} {'tokens':>12s}")
+            for k in keys:
+                print(f"  {k:15s} {num(fin[k]):>12s} {num(fin['p_' + k]) if 'p_' + k in fin else '':>12s}".rstrip())
+            _print_distances(res.folder, fin)
+        else:
+            for k in keys:
+                print(f"  {k:15s} {num(fin[k])}")
     return 0
+
+
+def _print_distances(folder, fin: dict) -> None:
+    """The final mesh-versus-token distances with their value at t = 0 (the sampling floor)."""
+    from spherepde.runs.runner import read_diagnostics
+    from spherepde.viz.plots import distance_columns
+
+    cols = [c for c in distance_columns(fin) if fin.get(c) is not None]
+    if not cols:
+        return
+    try:
+        first = {c: float(v[0]) for c, v in read_diagnostics(folder / "diagnostics.csv").items() if c in cols and len(v)}
+    except (OSError, ValueError):
+        first = {}
+    print("  distances between mesh and tokens (at t = 0, tokens drawn from the density: the floor):")
+    for c in cols:
+        print(f"  {c:15s} {fin[c]:.6g}" + (f"  (t = 0: {first[c]:.6g})" if c in first else ""))
 
 
 def cmd_resume(args) -> int:
