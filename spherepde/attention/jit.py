@@ -16,9 +16,15 @@ so caching, threading and floating-point flags are chosen once:
 
 from __future__ import annotations
 
+import contextlib
+
 import numba
 
-__all__ = ["njit", "prange", "SIMD_FASTMATH"]
+__all__ = ["njit", "prange", "SIMD_FASTMATH", "serial_below"]
+
+#: Work (loop iterations x inner size) below which a parallel kernel runs on one thread:
+#: waking the thread pool costs more than such a loop (and much more on a loaded machine).
+SERIAL_WORK = 50_000
 
 prange = numba.prange
 
@@ -39,3 +45,20 @@ def njit(func=None, *, parallel: bool = False, fastmath=False):
     if func is None:
         return wrap
     return wrap(func)
+
+
+@contextlib.contextmanager
+def serial_below(work: float):
+    """Run the parallel kernels inside on one thread when ``work`` < :data:`SERIAL_WORK`.
+
+    The kernels' results do not depend on the thread count (module docstring), so this
+    changes only their speed."""
+    if work >= SERIAL_WORK:
+        yield
+        return
+    n = numba.get_num_threads()
+    numba.set_num_threads(1)
+    try:
+        yield
+    finally:
+        numba.set_num_threads(n)

@@ -27,7 +27,7 @@ import math
 
 import numpy as np
 
-from spherepde.attention.jit import njit, prange
+from spherepde.attention.jit import njit, prange, serial_below
 
 __all__ = ["fused_rates", "martingale_from_moments"]
 
@@ -131,7 +131,8 @@ def fused_rates(X, w, logZ, Ybar, Qbar, V, f, sigma: float) -> dict:
     xi = np.empty(n)
     part = np.empty((_CHUNKS, 3))
     Mpart = np.zeros((_CHUNKS, H, 3, 3))
-    _rates_kernel(X, w, logZ, Ybar, Qbar, want_q, np.ascontiguousarray(V, dtype=np.float64), Phi, xi, part, Mpart)
+    with serial_below(n * H):
+        _rates_kernel(X, w, logZ, Ybar, Qbar, want_q, np.ascontiguousarray(V, dtype=np.float64), Phi, xi, part, Mpart)
     M = Mpart[0].copy()
     for c in range(1, _CHUNKS):  # fixed order
         M += Mpart[c]

@@ -108,7 +108,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from spherepde.attention import attention_moments, attention_moments_reference
-from spherepde.attention.jit import njit, prange
+from spherepde.attention.jit import njit, prange, serial_below
 
 __all__ = [
     "DEFAULT_VELOCITY",
@@ -626,7 +626,8 @@ def scheme_g2(geom: FVGeometry, logZ, u, flux) -> float:
     if logZ.ndim != 2 or logZ.shape[0] != geom.n_cells or u.shape != (geom.n_edges,) or flux.shape != (geom.n_edges,):
         raise ValueError(f"scheme_g2: expected logZ ({geom.n_cells}, H), u and flux ({geom.n_edges},); got {logZ.shape}, {u.shape}, {flux.shape}")
     out = np.empty(geom.n_edges)
-    _scheme_g2_kernel(logZ, geom.edge_cells, geom.edge_lengths, geom.node_distances, flux, u, out)
+    with serial_below(geom.n_edges * logZ.shape[1]):
+        _scheme_g2_kernel(logZ, geom.edge_cells, geom.edge_lengths, geom.node_distances, flux, u, out)
     return float(np.sum(out))
 
 
