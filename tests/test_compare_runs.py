@@ -489,3 +489,25 @@ def test_both_run_final_summary_shows_tokens_and_distances(tmp_path, capsys):
     assert any(line.split()[0] == "mesh" and line.split()[1] == "tokens" for line in out if line.strip())
     l1 = next(line for line in out if line.strip().startswith("l1_hist"))
     assert f"{d['l1_hist'][-1]:.6g}" in l1 and f"(t = 0: {d['l1_hist'][0]:.6g})" in l1
+
+
+def test_compare_writes_next_to_the_runs_not_into_the_current_folder(branched, tmp_path, monkeypatch, capsys):
+    import shutil
+
+    _, mesh0, tokens0, _ = branched
+    root = tmp_path / "runs"
+    mesh, tokens = shutil.copytree(mesh0, root / "mesh"), shutil.copytree(tokens0, root / "tokens")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    assert default_out([mesh, tokens]) == root / "compare-mesh-vs-tokens"
+    assert main(["compare", str(mesh), str(tokens), "-q"]) == 0
+    assert not any(elsewhere.iterdir())  # nothing in the current folder
+    assert (root / "compare-mesh-vs-tokens" / "differences.md").is_file()
+    # a path of a Monte-Carlo folder: next to that folder, never inside it
+    mc = tmp_path / "mc"
+    (mc / "path-000").mkdir(parents=True)
+    from spherepde.runs.folder import MARKER
+
+    (mc / MARKER).write_text("{}")
+    assert default_out([mc / "path-000", mc / "path-001"]) == tmp_path / "compare-path-000-vs-path-001"

@@ -50,11 +50,11 @@ def register(sub, common) -> None:
         "  spherepde run --example paper-ou-particles --set solver.T=2 --out runs/tokens \\\n"
         "      --set weights.process=file --set weights.path_file=runs/mesh/weights.npz \\\n"
         "      --set weights.dt=0.01 --set output.record_dt=0.1\n"
-        "  spherepde compare runs/mesh runs/tokens      # -> compare-mesh-vs-tokens/",
+        "  spherepde compare runs/mesh runs/tokens      # -> runs/compare-mesh-vs-tokens/",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     c.add_argument("runs", nargs="+", metavar="RUN", help="run folders (or Monte-Carlo folders); the first is the reference")
-    c.add_argument("--out", help="output folder (default: compare-<name1>-vs-<name2> in the current folder)")
+    c.add_argument("--out", help="output folder (default: compare-<name1>-vs-<name2> next to the first run, in its parent folder)")
     c.add_argument("--force", action="store_true", help="compare even when the weight paths differ (with a warning), and write into a non-empty --out")
     c.add_argument("--format", nargs="+", default=["png"], choices=["png", "pdf", "svg"], help="figure formats (default png)")
     c.add_argument("--dpi", type=int, default=150, help="resolution of PNG output (default 150)")

@@ -225,13 +225,24 @@ def _safe(name: str) -> str:
 
 
 def default_out(folders, *, cwd=None) -> Path:
-    """``compare-<name1>-vs-<name2>[-vs-...]`` in the current folder (one coupled run:
-    ``compare-<name>-mesh-vs-particles``)."""
+    """``compare-<name1>-vs-<name2>[-vs-...]`` next to the first run (in its parent folder,
+    or above a Monte-Carlo folder that holds it; ``cwd``: in that folder instead), never in
+    the current folder by chance (one coupled run: ``compare-<name>-mesh-vs-particles``)."""
     names = [_safe(_name(Path(f))) for f in folders]
     stem = f"compare-{names[0]}-mesh-vs-particles" if len(names) == 1 else "compare-" + "-vs-".join(names)
     if len(stem) > 120:
         stem = stem[:120].rstrip("-_")
-    return Path(cwd or Path.cwd()) / stem
+    if cwd is not None:
+        return Path(cwd) / stem
+    from spherepde.runs.dataset import _run_folder_above
+
+    first = Path(folders[0])
+    parent = first.parent
+    inside = _run_folder_above(parent.resolve())
+    while inside is not None:  # runs/mc/path-000: next to the Monte-Carlo folder, not inside it
+        parent = Path(inside).parent
+        inside = _run_folder_above(parent.resolve())
+    return parent / stem
 
 
 def _columns(track) -> list[str]:
