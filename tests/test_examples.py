@@ -49,8 +49,13 @@ SHIPPED = sorted(p.stem for p in (Path(__file__).resolve().parents[1] / "spherep
 
 
 def _tiny(name: str) -> list[str]:
-    """--set options that shrink a shipped example to a second, outputs left at their defaults."""
-    sets = ["solver.T=0.02", "output.record_dt=0.01", "output.snapshot_dt=0.01"]
+    """--set options that shrink a shipped example to a second, outputs left at their defaults:
+    two records of max(0.01, weights.dt) each."""
+    from spherepde.cli.common import example_path
+    from spherepde.runs.config import load_config
+
+    step = max(0.01, load_config(example_path(name)).weights.dt)
+    sets = [f"solver.T={2 * step!r}", f"output.record_dt={step!r}", f"output.snapshot_dt={step!r}"]
     sets += ["mesh.level=4"] if name.endswith("-mesh") else ["initial.n=12"]
     return [a for s in sets for a in ("--set", s)]
 
