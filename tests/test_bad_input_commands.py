@@ -128,3 +128,74 @@ def test_compare_garbage_diagnostics_names_the_file_and_row(capsys, work, text, 
 def test_compare_never_writes_into_a_run_folder(capsys, work):
     refused(capsys, work, "compare", "mesh", "tokens", "--out", "mesh/cmp")
     refused(capsys, work, "compare", "mesh", "tokens", "--out", "tokens", "--force")
+
+
+# ------------------------------------------------------------------------------ validate --set
+@pytest.fixture
+def vwork(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("SPHEREPDE_MAX_MEMORY", "16G")
+    return tmp_path
+
+
+@pytest.mark.parametrize("setting, words", [
+    ("analytic.steps=2.5", ["analytic.steps", "whole number"]),  # ran as if it were 2
+    ("analytic.steps=0", ["analytic.steps", "at least 1"]),
+    ("analytic.steps=-4", ["analytic.steps", "at least 1"]),
+    ("analytic.steps=1000000000000", ["analytic.steps", "TiB of memory"]),  # MemoryError at 67 GiB
+    ("analytic.T=0", ["analytic.T", "above 0"]),
+    ("analytic.T=-0.1", ["analytic.T", "above 0"]),
+    ("analytic.levels=[100000]", ["analytic.levels", "at most 256", "memory"]),  # a Rust panic in meshzoo
+    ("analytic.levels=[0]", ["analytic.levels", "at least 1"]),
+    ("analytic.levels=[8.5]", ["analytic.levels", "whole number"]),
+    ("analytic.levels=[]", ["analytic.levels", "empty"]),
+    ("analytic.signs=[2]", ["analytic.signs", "not one of"]),
+    ("stability.mesh_level=128", ["stability.mesh_level", "memory"]),
+    ("structure.cfls=[1.5]", ["structure.cfls", "at most 1"]),
+    ("mesh_vs_particles.n_list=[-5]", ["mesh_vs_particles.n_list", "at least 1"]),
+    ("paper_section6.paths={ou=0, osc=2}", ["paper_section6.paths['ou']", "at least 1"]),
+    ("paper_section6.regimes=[\"oops\"]", ["paper_section6.regimes", "not one of"]),
+    ("paper_section6.dt=1e-9", ["paper_section6.T", "weight path", "memory"]),
+    ("mesh_convergence.integrators={1=\"rk9\", 2=\"ssprk2\"}", ["mesh_convergence.integrators['1']", "not one of"]),
+])
+def test_validate_set_values_are_checked_against_the_studys_range(capsys, vwork, setting, words):
+    line = refused(capsys, vwork, "validate", "--smoke", "--out", "rep", "--set", setting)
+    for w in words:
+        assert w in line, line
+    assert not (vwork / "rep").exists()
+
+
+def test_every_size_parameter_declares_its_range_and_the_defaults_fit():
+    import importlib
+
+    from spherepde.validation import STUDIES
+    from spherepde.validation.common import range_problem
+
+    checked = 0
+    for name in STUDIES:
+        mod = importlib.import_module(f"spherepde.validation.{name}")
+        ranges = getattr(mod, "RANGES", None)
+        if ranges is None:  # a study without declared ranges gets the kind check only
+            continue
+        checked += 1
+        for size, params in mod.SIZES.items():
+            for k, v in params.items():
+                assert k in ranges, f"{name}.{k} has no range"
+                assert range_problem(f"{name}.{k}", ranges[k], v) is None, (name, size, k, v)
+    assert checked >= 7
+
+
+def test_validate_out_that_cannot_be_created_is_one_line(capsys, vwork):
+    (vwork / "afile").write_text("x")
+    line = refused(capsys, vwork, "validate", "--smoke", "--only", "analytic", "--out", "afile/rep")
+    assert "afile" in line and "not a folder" in line
+
+
+def test_validate_out_in_an_unwritable_folder_is_one_line(capsys, vwork, monkeypatch):
+    import os
+
+    (vwork / "locked").mkdir()
+    real = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode, **kw: False if str(p).endswith("locked") else real(p, mode, **kw))
+    line = refused(capsys, vwork, "validate", "--smoke", "--only", "analytic", "--out", "locked/rep")
+    assert "not writable" in line

@@ -66,6 +66,7 @@ import time
 
 import numpy as np
 
+from spherepde.validation import common as _v
 from spherepde.validation.common import checks_line, fit_rate, print_study, require, require_finite, save_figure, solver_check, study_params
 
 NAME = "analytic"
@@ -112,6 +113,21 @@ SIZES = {
         "energy_betas": [1.0, 2.0, 5.0],
         "rotation_levels": [8, 16, 32],
     },
+}
+
+#: What each size parameter may be (``spherepde validate --set`` checks overrides against it before anything runs).
+RANGES = {
+    "levels": _v.LEVEL,
+    "ls": _v.Range(int, 1, 64, what="a spherical-harmonic degree"),
+    "m": _v.Range(int, -64, 64, what="a spherical-harmonic order"),
+    "betas": _v.BETA,
+    "signs": _v.Range(int, choices=(1, -1), what="a sign"),
+    "eps": _v.FRACTION,
+    "T": _v.TIME,
+    "steps": _v.Range(int, 1, 10**8, memory=_v.path_bytes, what="a number of weight-path steps"),
+    "energy_levels": _v.LEVEL,
+    "energy_betas": _v.BETA,
+    "rotation_levels": _v.LEVEL,
 }
 
 #: Acceptance thresholds, chosen from the measured errors (see the report's summary).

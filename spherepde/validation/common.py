@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import math
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +14,7 @@ import numpy as np
 from spherepde.runs.files import jsonable
 
 __all__ = [
+    "Range",
     "StudyPreconditionError",
     "check_passed",
     "checks_line",
@@ -256,3 +259,118 @@ def print_study(res: dict) -> None:
     if "wall_s" in res:  # seconds, or seconds per part
         print("wall time (s):", res["wall_s"])
     print(res["summary"])
+
+
+# ------------------------------------------------------------ ranges of the size parameters
+@dataclass(frozen=True)
+class Range:
+    """What one size parameter of a study may be (``spherepde validate --set`` checks it
+    before anything runs): every number in the value (a number, or a list / table of them)
+    must be of ``kind`` (``int``: whole numbers only; ``float``: any number), lie in
+    ``[lo, hi]`` (``lo`` excluded when ``open_lo``), be one of ``choices`` (also strings),
+    and need at most the available memory by ``memory(value)`` (bytes). ``kind=None``
+    checks only the choices (strings, booleans, tables of names).
+    """
+
+    kind: type | None = None
+    lo: float = -math.inf
+    hi: float = math.inf
+    open_lo: bool = False
+    choices: tuple = ()
+    memory: Callable[[float], float] | None = None
+    what: str = ""
+
+    def problem(self, v) -> str | None:
+        """Why the single value ``v`` is out of range (None when it fits)."""
+        if self.choices and v not in self.choices:
+            return f"{v!r} is not one of {', '.join(map(repr, self.choices))}"
+        if self.kind is None:
+            return None
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            return f"{v!r} is not a number"
+        if self.kind is int and not isinstance(v, int):
+            return f"{v!r} is not a whole number"
+        need = self.memory(v) if self.memory is not None else 0.0
+        if v > self.hi or v < self.lo or (self.open_lo and v == self.lo):
+            lo = "above " if self.open_lo else "at least "
+            bounds = f"{lo}{self.lo:g}" + (f" and at most {self.hi:g}" if math.isfinite(self.hi) else "")
+            if not math.isfinite(self.lo):
+                bounds = f"at most {self.hi:g}"
+            mem = f" (it would need about {_format_bytes(need)} of memory)" if v > self.hi and need else ""
+            return f"{v!r} is out of range: {self.what or 'it'} must be {bounds}{mem}"
+        if need:
+            from spherepde.runs.resources import available_memory
+
+            limit, source = available_memory()
+            if need > limit:
+                return f"{v!r} would need about {_format_bytes(need)} of memory ({self.what or 'its size'}), but {_format_bytes(limit)} is {source}"
+        return None
+
+
+def _format_bytes(n: float) -> str:
+    from spherepde.runs.resources import format_bytes
+
+    return format_bytes(n)
+
+
+def _mesh_bytes(level: float, heads: float = 4) -> float:
+    """Memory of a mesh solver on the icosphere of ``level`` (20 level^2 cells)."""
+    from spherepde.runs.resources import MESH_BYTES_PER_CELL
+
+    return 20.0 * float(level) ** 2 * (MESH_BYTES_PER_CELL[0] + MESH_BYTES_PER_CELL[1] * heads)
+
+
+def _token_bytes(n: float, heads: float = 100, d: float = 3) -> float:
+    """Memory of ``n`` tokens with their attention sums (up to 100 heads)."""
+    from spherepde.runs.resources import TOKEN_BYTES
+
+    return float(n) * d * (TOKEN_BYTES[0] + TOKEN_BYTES[1] * heads)
+
+
+#: The ranges most size parameters share (a study declares each parameter's range in its ``RANGES``).
+LEVEL = Range(int, 1, 256, memory=_mesh_bytes, what="an icosphere level (20 level^2 cells)")
+TOKENS = Range(int, 1, 10**7, memory=_token_bytes, what="a number of tokens")
+COUNT = Range(int, 1, 10**6, what="a count")
+SEEDS = Range(int, 1, 10**5, what="a number of paths or seeds")
+STEPS = Range(int, 1, 10**8, what="a number of steps")
+HEADS = Range(int, 1, 10**4, what="a number of heads")
+TIME = Range(float, 0.0, 1e5, open_lo=True, what="a time")
+TIME0 = Range(float, 0.0, 1e5, what="a time")
+STEP = Range(float, 0.0, 10.0, open_lo=True, what="a time step")
+POSITIVE = Range(float, 0.0, 1e6, open_lo=True, what="a positive number")
+FRACTION = Range(float, 0.0, 1.0, open_lo=True, what="a number in (0, 1]")
+ANY = Range(float, -1e6, 1e6, what="a number")
+ORDER = Range(int, choices=(1, 2), what="a scheme order")
+BOOL = Range(None, choices=(True, False))
+BETA = Range(float, 0.0, 500.0, open_lo=True, what="an inverse temperature beta (exp(beta) must stay finite)")
+MESH_INTEGRATOR = Range(None, choices=("euler", "ssprk2", "ssprk3"))
+PARTICLE_INTEGRATOR = Range(None, choices=("euler", "heun"))
+
+
+def path_bytes(steps: float, heads: float = 1, d: float = 3) -> float:
+    """Memory of a weight path of ``steps`` grid steps (A, V, drift and increments; doubles)."""
+    return (float(steps) + 1) * heads * d * d * 8 * 4
+
+
+def _leaves(v, where: str):
+    """(where, number or string) for every value in a number, a list or a table."""
+    if isinstance(v, dict):
+        for k, x in v.items():
+            yield from _leaves(x, f"{where}[{k!r}]")
+    elif isinstance(v, (list, tuple)):
+        for x in v:
+            yield from _leaves(x, where)
+    else:
+        yield where, v
+
+
+def range_problem(name: str, rng: Range, value) -> str | None:
+    """The first value in ``value`` (a number, or a list / table of them) outside ``rng``,
+    as one line starting with ``name`` (None when every value fits)."""
+    if isinstance(value, (list, tuple)) and not value:
+        return f"{name}: {value!r} is empty; give at least one value"
+    for where, v in _leaves(value, name):
+        problem = rng.problem(v)
+        if problem:
+            return f"{where}: {problem}"
+    return None

@@ -78,6 +78,7 @@ import time
 
 import numpy as np
 
+from spherepde.validation import common as _v
 from spherepde.validation.common import (
     checks_line,
     claim_sentence,
@@ -189,6 +190,37 @@ SIZES = {
         "same_limit_tol": 0.03,
         "particle_tol": 0.05,
     },
+}
+
+#: What each size parameter may be (``spherepde validate --set`` checks overrides against it before anything runs).
+RANGES = {
+    "T": _v.TIME,
+    "t_avg": _v.TIME0,
+    "weights_dt": _v.STEP,
+    "record_dt": _v.STEP,
+    "paths": _v.SEEDS,
+    "levels": _v.LEVEL,
+    "orders": _v.ORDER,
+    "integrators": _v.MESH_INTEGRATOR,
+    "cfl": _v.FRACTION,
+    "sigma0": _v.POSITIVE,
+    "n_list": _v.TOKENS,
+    "samples": _v.SEEDS,
+    "particle_integrator": _v.PARTICLE_INTEGRATOR,
+    "bar": _v.POSITIVE,
+    "cost_tie": _v.POSITIVE,
+    "b_H": _v.HEADS,
+    "b_paths": _v.SEEDS,
+    "b_level": _v.LEVEL,
+    "b_coarse_level": _v.LEVEL,
+    "b_order": _v.ORDER,
+    "b_n": _v.TOKENS,
+    "bootstrap": _v.COUNT,
+    "change_max": _v.POSITIVE,
+    "p2_band": _v.ANY,
+    "p1_band": _v.ANY,
+    "same_limit_tol": _v.POSITIVE,
+    "particle_tol": _v.POSITIVE,
 }
 
 #: The paper's OU exponent: time-averaged G^2 ~ H^b with b = -1.

@@ -78,6 +78,7 @@ import time
 
 import numpy as np
 
+from spherepde.validation import common as _v
 from spherepde.validation.common import checks_line, figure_path, fit_rate, markdown_table, require, require_finite, solver_check, study_params
 
 NAME = "mesh_vs_particles"
@@ -118,6 +119,20 @@ SIZES = {
         "sliced_projections": 200,
         "cases": ("repulsive", "clustering"),
     },
+}
+
+#: What each size parameter may be (``spherepde validate --set`` checks overrides against it before anything runs).
+RANGES = {
+    "levels": _v.LEVEL,
+    "n_list": _v.TOKENS,
+    "n_ref": _v.TOKENS,
+    "seeds_small": _v.SEEDS,
+    "T": _v.TIME,
+    "weights_dt": _v.STEP,
+    "n_records": _v.COUNT,
+    "max_exact": _v.Range(int, 1, 10**11, memory=lambda m: 24.0 * m, what="the largest exact-W1 cost matrix (cells x tokens)"),
+    "sliced_projections": _v.COUNT,
+    "cases": _v.Range(None, choices=("repulsive", "clustering")),
 }
 
 #: Case definitions: weight path and initial law.

@@ -56,6 +56,7 @@ import time
 
 import numpy as np
 
+from spherepde.validation import common as _v
 from spherepde.validation.common import checks_line, claim_sentence, fit_power_law, markdown_table, paper_claim, require_finite, save_figure, study_params
 
 NAME = "paper_section6"
@@ -134,6 +135,33 @@ SIZES = {
         "mesh_record_dt": 0.1,
         "bootstrap": 5000,
     },
+}
+
+#: What each size parameter may be (``spherepde validate --set`` checks overrides against it before anything runs).
+_REGIME = _v.Range(None, choices=("ou", "osc-shift", "osc-in-phase", "osc-figure"))
+RANGES = {
+    "n": _v.TOKENS,
+    "T": _v.TIME,
+    "dt": _v.STEP,
+    "record_every": _v.COUNT,
+    "H": _v.HEADS,
+    "paths": _v.SEEDS,
+    "paths_H": _v.SEEDS,
+    "regimes": _REGIME,
+    "t_avg": _v.TIME0,
+    "snapshots": _v.TIME0,
+    "mesh": _v.BOOL,
+    "mesh_level": _v.LEVEL,
+    "mesh_order": _v.ORDER,
+    "mesh_T": _v.TIME,
+    "mesh_weights_dt": _v.STEP,
+    "mesh_H": _v.HEADS,
+    "mesh_regimes": _REGIME,
+    "mesh_paths": _v.SEEDS,
+    "mesh_integrator": _v.MESH_INTEGRATOR,
+    "mesh_t_avg": _v.TIME0,
+    "mesh_record_dt": _v.STEP,
+    "bootstrap": _v.COUNT,
 }
 
 _BALANCE_COLS = ("energy", "int_G2", "int_dEdt", "martingale", "int_transport", "edi_paper", "edi_exact")

@@ -142,12 +142,12 @@ def run_validation(
     for name, kv in overrides.items():
         _check_overrides(name, size, kv)
     out = Path(out)
-    if out.exists() and not out.is_dir():
-        raise OutputExistsError(f"output path {str(out)!r} exists and is not a folder")
-    if out.is_dir() and any(out.iterdir()) and not force:
-        raise OutputExistsError(f"output folder {str(out)!r} exists and is not empty; choose another --out or pass --force")
+    _check_out(out, force)
     fig_dir = out / "figures"
-    fig_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        fig_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OutputExistsError(f"cannot create the output folder {str(out)!r}: {exc.strerror or exc}; choose another --out") from None
     say = _progress_printer(progress)
 
     report: dict = {
@@ -254,8 +254,11 @@ def _check_overrides(name: str, size: str, kv: dict) -> None:
     """Each overridden parameter must exist at ``size`` and keep its kind (number, list, ...); ValueError otherwise."""
     if importlib.util.find_spec(f"spherepde.validation.{name}") is None:
         return  # reported as missing when it runs
-    sizes = getattr(importlib.import_module(f"spherepde.validation.{name}"), "SIZES", {})
-    params = sizes.get(size, {})
+    from spherepde.validation.common import range_problem
+
+    mod = importlib.import_module(f"spherepde.validation.{name}")
+    params = getattr(mod, "SIZES", {}).get(size, {})
+    ranges = getattr(mod, "RANGES", {})
     for k, v in kv.items():
         if k not in params:
             raise ValueError(f"{name}: no parameter {k!r} at size {size!r}; valid: {', '.join(sorted(params))}")
@@ -264,6 +267,62 @@ def _check_overrides(name: str, size: str, kv: dict) -> None:
         was = params[k]
         if was is not None and _kind(v) != _kind(was):
             raise ValueError(f"{name}.{k}: expected {_kind(was)} like {was!r}, got {v!r}")
+        if k in ranges:  # kind, sign, size and the memory it implies (the study's own RANGES)
+            problem = range_problem(f"{name}.{k}", ranges[k], v)
+            if problem:
+                raise ValueError(f"{problem}; the default at size {size!r} is {was!r}")
+    _check_grids(name, {**params, **kv}, set(kv))
+
+
+#: (final time, weight-grid step, heads) parameters of the studies: their weight paths
+#: hold T/dt + 1 grid points of H 3 x 3 matrices, four arrays of doubles.
+_GRIDS = (("T", "dt", "H"), ("T", "weights_dt", "H"), ("T", "weights_dt", "b_H"), ("mesh_T", "mesh_weights_dt", "mesh_H"), ("mesh_T", "mesh_weights_dt", "H"))
+
+
+def _largest(v) -> float:
+    if isinstance(v, dict):
+        v = list(v.values())
+    if isinstance(v, (list, tuple)):
+        return max((_largest(x) for x in v), default=0.0)
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else 0.0
+
+
+def _check_grids(name: str, p: dict, changed: set) -> None:
+    """The weight path a changed final time or step implies must fit in memory (ValueError naming the keys)."""
+    from spherepde.runs.resources import available_memory, format_bytes
+    from spherepde.validation.common import path_bytes
+
+    for tk, dk, hk in _GRIDS:
+        if tk not in p or dk not in p or not ({tk, dk, hk} & changed):
+            continue
+        T, dt, H = _largest(p[tk]), _largest(p[dk]), max(1.0, _largest(p.get(hk, 1)))
+        if dt <= 0:
+            continue
+        need = path_bytes(T / dt, H)
+        limit, source = available_memory()
+        if need > limit:
+            raise ValueError(f"{name}.{tk} = {p[tk]!r} with {name}.{dk} = {p[dk]!r} gives {T / dt:.3g} weight-grid steps"
+                             + (f" for up to {H:g} heads" if hk in p else "") + f", a weight path of about {format_bytes(need)}, "
+                             f"but {format_bytes(limit)} of memory is {source}; reduce {tk} or increase {dk}")
+
+
+def _check_out(out: Path, force: bool) -> None:
+    """The output folder must be a folder we can create or write into (OutputExistsError otherwise, nothing written)."""
+    if out.exists() and not out.is_dir():
+        raise OutputExistsError(f"output path {str(out)!r} exists and is not a folder")
+    if out.is_dir():
+        if any(out.iterdir()) and not force:
+            raise OutputExistsError(f"output folder {str(out)!r} exists and is not empty; choose another --out or pass --force")
+        if not os.access(out, os.W_OK | os.X_OK):
+            raise OutputExistsError(f"cannot write into the output folder {str(out)!r}: permission denied; choose another --out")
+        return
+    p = out.parent
+    while not (p.exists() or p.is_symlink()) and p != p.parent:
+        p = p.parent
+    if not p.is_dir():
+        raise OutputExistsError(f"cannot create the output folder {str(out)!r}: {str(p)!r} is a file, not a folder; choose another --out")
+    if not os.access(p, os.W_OK | os.X_OK):
+        raise OutputExistsError(f"cannot create the output folder {str(out)!r}: {str(p)!r} is not writable; choose another --out")
 
 
 def _normalise_check(v) -> dict:

@@ -44,6 +44,7 @@ import time
 
 import numpy as np
 
+from spherepde.validation import common as _v
 from spherepde.validation.common import checks_line, fit_rate, markdown_table, require_finite, save_figure, solver_check, study_params
 
 #: Order of a distance at T in the size of the perturbation (expected 1: Lipschitz, differentiable flow map).
@@ -71,6 +72,25 @@ SIZES = {
         "mesh": True, "mesh_level": 16, "mesh_T": 5.0, "mesh_H": 10, "mesh_weights_dt": 0.02,
         "mesh_eps0": (1e-1, 1e-2, 1e-3), "mesh_eps": (1e-1, 1e-2, 1e-3),
     },
+}
+
+#: What each size parameter may be (``spherepde validate --set`` checks overrides against it before anything runs).
+RANGES = {
+    "n": _v.Range(int, 1, 10**6, memory=lambda n: 24.0 * n * n, what="a number of tokens (the exact W1 between clouds costs n^2)"),
+    "T": _v.TIME,
+    "dt": _v.STEP,
+    "record_dt": _v.STEP,
+    "H": _v.HEADS,
+    "regime": _v.Range(None, choices=("ou", "frozen", "osc-in-phase", "osc-shift")),
+    "deltas": _v.FRACTION,
+    "eps": _v.FRACTION,
+    "mesh": _v.BOOL,
+    "mesh_level": _v.Range(int, 1, 256, memory=lambda L: 24.0 * (20.0 * L * L) ** 2, what="an icosphere level (the exact W1 between densities costs cells^2)"),
+    "mesh_T": _v.TIME,
+    "mesh_H": _v.HEADS,
+    "mesh_weights_dt": _v.STEP,
+    "mesh_eps0": _v.FRACTION,
+    "mesh_eps": _v.FRACTION,
 }
 
 

@@ -40,6 +40,7 @@ import time
 
 import numpy as np
 
+from spherepde.validation import common as _v
 from spherepde.validation.common import checks_line, fit_rate, print_study, require_finite, save_figure, solver_check, study_params
 
 NAME = "structure"
@@ -106,6 +107,28 @@ SIZES = {
         "ou_h_levels": [3, 6, 12, 24],
         "ou_h_m": 4,
     },
+}
+
+#: What each size parameter may be (``spherepde validate --set`` checks overrides against it before anything runs).
+RANGES = {
+    "cluster_level": _v.LEVEL,
+    "cluster_steps": _v.STEPS,
+    "cluster_beta": _v.BETA,
+    "cfls": _v.FRACTION,
+    "orders": _v.ORDER,
+    "mono_level": _v.LEVEL,
+    "mono_T": _v.TIME,
+    "edi_dt_level": _v.LEVEL,
+    "edi_dts": _v.STEP,
+    "edi_integrators": _v.MESH_INTEGRATOR,
+    "edi_h_levels": _v.LEVEL,
+    "ou_level": _v.LEVEL,
+    "ou_T": _v.TIME,
+    "ou_fine_steps": _v.Range(int, 1, 10**8, memory=_v.path_bytes, what="a number of weight-path steps"),
+    "ou_ms": _v.COUNT,
+    "ou_seeds": _v.SEEDS,
+    "ou_h_levels": _v.LEVEL,
+    "ou_h_m": _v.COUNT,
 }
 
 #: vMF mixture used as the initial density throughout.

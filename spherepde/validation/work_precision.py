@@ -60,6 +60,7 @@ import time
 
 import numpy as np
 
+from spherepde.validation import common as _v
 from spherepde.validation.common import checks_line, fit_rate, require, require_finite, save_figure, solver_check, study_params
 from spherepde.validation.mesh_convergence import observed_order, record_times, run_mesh, run_particles, token_seed, warm_up
 
@@ -135,6 +136,26 @@ SIZES = {
         "p1_band": (0.6, 1.6),
         "pn_band": (-0.8, -0.25),
     },
+}
+
+#: What each size parameter may be (``spherepde validate --set`` checks overrides against it before anything runs).
+RANGES = {
+    "cases": _v.Range(None, choices=CASES),
+    "T": _v.TIME,
+    "weights_dt": _v.STEP,
+    "record_dt": _v.STEP,
+    "levels": _v.LEVEL,
+    "orders": _v.ORDER,
+    "integrators": _v.MESH_INTEGRATOR,
+    "cfl": _v.FRACTION,
+    "kappa": _v.POSITIVE,
+    "sigma0": _v.POSITIVE,
+    "n_list": _v.TOKENS,
+    "samples": _v.SEEDS,
+    "particle_integrator": _v.PARTICLE_INTEGRATOR,
+    "p2_band": _v.ANY,
+    "p1_band": _v.ANY,
+    "pn_band": _v.ANY,
 }
 
 _SEEDS = {"vmf-ou": 9_100_001, "vmf-osc": 9_100_002, "paper-ou-H10": 9_100_003}
