@@ -359,6 +359,22 @@ def from_particles(mesh, X, weights=None) -> np.ndarray:
     return normalise(mesh, mass / np.asarray(mesh.areas))
 
 
+def with_noise(mesh, rho, amplitude: float, *, seed: int = 0, lmax: int = 8) -> np.ndarray:
+    """rho * (1 + amplitude * f), normalised: f a random combination of the real spherical
+    harmonics of degree 1..``lmax`` (coefficients N(0, 1/(2l+1)), seeded), scaled to
+    max |f| = 1 at the cell centres. ``0 <= amplitude < 1`` keeps the density positive."""
+    if not 0.0 <= amplitude < 1.0:
+        raise ValueError(f"noise amplitude must lie in [0, 1), got {amplitude}")
+    rng = np.random.default_rng(seed)
+    X = np.asarray(mesh.centers, float)
+    f = np.zeros(X.shape[0])
+    for l in range(1, lmax + 1):
+        for m in range(-l, l + 1):
+            f += rng.normal() * real_sph_harm(l, m, X) / np.sqrt(2 * l + 1)
+    f /= np.max(np.abs(f))
+    return normalise(mesh, np.asarray(rho, float) * (1.0 + amplitude * f))
+
+
 def from_file(mesh, path) -> np.ndarray:
     """Cell values from a ``.npy`` file (shape (nc,), read with allow_pickle=False), normalised."""
     path = Path(path)

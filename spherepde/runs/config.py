@@ -83,6 +83,8 @@ class InitialSection:
     m: int = _f(0, "harmonic: order m (-l <= m <= l)")
     eps: float = _f(0.1, "harmonic: amplitude eps of uniform * (1 + eps Y_lm)")
     file: str = _f("", "kind = 'file': .npy tokens (n, d) or cell densities (n_cells,)")
+    sample: bool = _f(False, "mesh: start from the histogram of the initial.n tokens (initial.seed) a particle run with this section draws -- the same finite sample, so both levels start alike")
+    noise: float = _f(0.0, "mesh: multiply the density by 1 + noise * (a random field of spherical harmonics of degree 1..8, max |field| = 1, seeded by initial.seed); 0: none", min=0.0, max=0.99)
     run: str = _f("", "kind = 'run': the run folder to start from (its density or tokens at the snapshot nearest 'time')")
     time: float = _f(0.0, "kind = 'run': the time of that run to start from (the nearest snapshot is used, and named in the log)", min=0.0)
 
@@ -356,6 +358,10 @@ def _check_consistency(cfg: Config, base_dir: Path | None) -> None:
         raise ConfigError("solver.atoms: point masses need solver.integrator = 'implicit', gradient heads and solver.velocity = 'potential'")
     if solver in ("mesh", "both") and model.heads == "general" and cfg.solver.velocity == "potential":
         raise ConfigError("solver.velocity: 'potential' needs gradient heads; use velocity = 'midpoint' for model.heads = 'general'")
+    if (ini.sample or ini.noise) and solver == "particles":
+        raise ConfigError("initial.sample / initial.noise: these shape a mesh density; a particle run draws its tokens directly (remove them)")
+    if ini.sample and ini.kind in ("harmonic", "run"):
+        raise ConfigError(f"initial.sample: kind = {ini.kind!r} has no token sample; use 'octahedral', 'uniform', 'vmf' or 'file' (tokens)")
     if ini.kind == "harmonic" and solver == "particles":
         raise ConfigError("initial.kind: 'harmonic' is a mesh density; particles use 'octahedral', 'uniform', 'vmf' or 'file'")
     if ini.kind == "harmonic" and abs(ini.m) > ini.l:

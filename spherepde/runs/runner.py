@@ -233,6 +233,21 @@ def build_mesh(cfg: Config):
 
 
 def build_initial_density(cfg: Config, mesh):
+    """The initial cell densities of a mesh run: the kind's density, or the histogram of the
+    token sample (``initial.sample``), times 1 + noise * field (``initial.noise``)."""
+    from spherepde.geometry import densities
+
+    ini = cfg.initial
+    if ini.sample:
+        rho = densities.from_particles(mesh, build_initial_tokens(cfg.with_overrides({"initial.sample": False, "initial.noise": 0.0})))
+    else:
+        rho = _kind_density(cfg, mesh)
+    if ini.noise > 0:
+        rho = densities.with_noise(mesh, rho, ini.noise, seed=ini.seed)
+    return rho
+
+
+def _kind_density(cfg: Config, mesh):
     from spherepde.geometry import densities
 
     ini = cfg.initial
