@@ -432,7 +432,7 @@ def test_short_labels_of_several_runs():
     names = ["a" * 30 + "-one", "a" * 30 + "-two"]
     assert _shorten(names) == ["one", "two"]
     out = _shorten(["x" * 50 + "1", "y" * 50 + "2"])
-    assert all(len(n) <= 24 for n in out) and len(set(out)) == 2 and "…" in out[0]
+    assert all(len(n) <= 32 for n in out) and len(set(out)) == 2 and "…" in out[0]
 
 
 def test_relative_differences_read_right():

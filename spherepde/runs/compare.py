@@ -616,7 +616,7 @@ def _csv(rows) -> str:
 
 
 #: The longest run name a legend shows (longer ones keep their start and end around "…").
-LABEL_WIDTH = 24
+LABEL_WIDTH = 32
 
 
 def _word_cuts(name: str) -> list[int]:
@@ -643,24 +643,35 @@ def _shorten(names: list[str], width: int = LABEL_WIDTH) -> list[str]:
 
 def short_labels(tracks) -> dict[str, str]:
     """Legend labels of compared tracks (full label -> short one): one coupled run gives
-    "mesh" and "tokens"; several runs their shortened names (":mesh" / ": tokens" for the
-    tracks of a coupled run). The full names stay in differences.md and compare.json."""
+    "mesh" and "tokens"; several runs their shortened names (": mesh" / ": tokens" for the
+    tracks of a coupled run, " (solver)" when the name does not say it). The full names
+    stay in differences.md and compare.json."""
     order: list = []
     for tr in tracks:
         if not any(tr.series is s for s in order):
             order.append(tr.series)
     coupled = {id(s) for s in order if sum(tr.series is s for tr in tracks) > 1}
 
+    def solver(s) -> str:
+        return str(s.config.get("run", {}).get("solver") or "")
+
     def run_name(s) -> str:
         tr = next(t for t in tracks if t.series is s)
-        return tr.label.rsplit(": ", 1)[0] if id(s) in coupled else tr.label
+        if id(s) in coupled:
+            return tr.label.rsplit(": ", 1)[0]
+        tail = f" ({solver(s)})"  # solver_tracks: "<name> (<solver>)"; the solver is added back below
+        return tr.label[: -len(tail)] if solver(s) and tr.label.endswith(tail) else tr.label
 
     short = _shorten([run_name(s) for s in order]) if len(order) > 1 else [""]
     labels = {}
     for tr in tracks:
         i = next(k for k, s in enumerate(order) if tr.series is s)
-        part = ("tokens" if tr.prefix else "mesh") if id(tr.series) in coupled else ""
-        labels[tr.label] = ": ".join(x for x in (short[i], part) if x) or tr.label
+        if id(tr.series) in coupled:
+            part = "tokens" if tr.prefix else "mesh"
+        else:
+            part = solver(tr.series) if solver(tr.series) and solver(tr.series) not in short[i] else ""
+        labels[tr.label] = (f"{short[i]} ({part})" if short[i] and part and id(tr.series) not in coupled
+                            else ": ".join(x for x in (short[i], part) if x)) or tr.label
     return labels
 
 
