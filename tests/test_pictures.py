@@ -480,6 +480,8 @@ def test_default_colour_range_keeps_the_peaks_of_clusters_at_every_level():
         rho = _clusters(mesh)
         (lo, hi), log = resolve_clim(None, rho)
         assert log and hi == pytest.approx(rho.max()) and 0 < lo < hi  # no peak clipped
+        assert resolve_clim(None, rho, log=True)[0][1] == pytest.approx(rho.max())  # --log too (it drew up to the 99th percentile)
+        assert resolve_clim("auto-log", rho)[0][1] == pytest.approx(rho.max())
         peaks.append(hi)
         rels.append(math.log(hi / lo))
     assert max(rels) - min(rels) < 1.0  # the same rule, nearly the same range, at every level
