@@ -402,9 +402,14 @@ PANELS = {
         Panel("edi_exact", "EDI residual, exact chain rule", "residual (exact chain rule)", zero_line=True),
     ),
     "mean_resultant": (Panel("mean_resultant", r"$R(t) = |\int x\,d\mu_t|$", r"mean resultant length $R$", floor=0.01),),
+    "clusters": (
+        Panel("n_clusters", "clusters (groups with >= 1 % of the mass)", "number of clusters", floor=1.0),
+        Panel("energy", r"$E(t)$", r"energy $E$"),
+    ),
 }
 
-_TITLES = {"energy": "Energy", "G2": "Dissipation", "edi": "Energy-dissipation identity: residuals", "mean_resultant": "Mean resultant length"}
+_TITLES = {"energy": "Energy", "G2": "Dissipation", "edi": "Energy-dissipation identity: residuals", "mean_resultant": "Mean resultant length",
+           "clusters": "Clusters and energy: plateaus and merges"}
 
 
 def figure_title(stem: str, sign: float = -1.0) -> str:
@@ -502,6 +507,20 @@ def plot_mean_resultant(source):
     if not s.has("mean_resultant"):
         raise ValueError("no 'mean_resultant' column in the diagnostics")
     return plot_columns(solver_tracks(s), PANELS["mean_resultant"], _TITLES["mean_resultant"])
+
+
+def plot_clusters(source):
+    """The number of clusters (docs/model.md §4.10: single-linkage groups at chordal distance
+    0.1 with >= 1 % of the mass) above the energy: under s = +1 the staircase of plateaus and
+    merges. Returns the Figure."""
+    s = load_series(source)
+    if not s.has("n_clusters"):
+        raise ValueError("no 'n_clusters' column in the diagnostics")
+    from matplotlib.ticker import MaxNLocator
+
+    fig = plot_columns(solver_tracks(s), PANELS["clusters"], _TITLES["clusters"])
+    fig.axes[0].yaxis.set_major_locator(MaxNLocator(integer=True))
+    return fig
 
 
 def plot_energy_balance(source, *, sign: float | None = None):
@@ -897,6 +916,8 @@ def write_figures(run_dir, out_dir=None, *, formats=("png",), times=None, projec
     makers = [("energy", plot_energy), ("G2", plot_dissipation), ("energy_balance", plot_energy_balance), ("edi", plot_edi_residuals), ("mean_resultant", plot_mean_resultant)]
     if s.has("mass"):
         makers.append(("mesh_invariants", plot_mesh_invariants))
+    if s.has("n_clusters"):
+        makers.append(("clusters", plot_clusters))
     if distance_columns(s.columns):
         makers.append(("distances", plot_distances))
     for stem, fn in makers:
