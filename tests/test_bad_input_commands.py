@@ -5,6 +5,7 @@ and write nothing -- no traceback, no MemoryError, no Rust panic, no file in a r
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import numpy as np
@@ -199,3 +200,85 @@ def test_validate_out_in_an_unwritable_folder_is_one_line(capsys, vwork, monkeyp
     monkeypatch.setattr(os, "access", lambda p, mode, **kw: False if str(p).endswith("locked") else real(p, mode, **kw))
     line = refused(capsys, vwork, "validate", "--smoke", "--only", "analytic", "--out", "locked/rep")
     assert "not writable" in line
+
+
+# ------------------------------------------------------------------------------ sweeps
+SWEEP_HEAD = 'base_example = "paper-ou-particles"\n[set]\n"solver.T" = 0.02\n"initial.n" = 8\n"model.H" = 1\n'
+
+
+def _values(n: int, scale: float = 1.0) -> str:
+    return ", ".join(repr(scale * (i + 1)) if scale != 1.0 else str(i + 1) for i in range(n))
+
+
+def test_a_huge_grid_is_refused_at_once_dry_run_too(capsys, vwork):
+    from spherepde.runs.sweep import load_sweep
+    from spherepde.runs.sweep.plan import SweepError
+
+    (vwork / "huge.toml").write_text(SWEEP_HEAD + f'[grid]\n"weights.seed" = [{_values(1000)}]\n"initial.seed" = [{_values(1000)}]\n')
+    t0 = time.perf_counter()
+    with pytest.raises(SweepError, match="1,000,000 runs"):
+        load_sweep(vwork / "huge.toml")
+    assert time.perf_counter() - t0 < 1.0  # hung past 90 s
+    line = refused(capsys, vwork, "sweep", "huge.toml", "--dry-run")
+    assert "1,000,000 runs" in line and "at most 10,000" in line
+    refused(capsys, vwork, "sweep", "huge.toml", "--serial")
+
+
+def test_a_six_axis_grid_is_one_line_not_a_memory_error(capsys, vwork):
+    axes = ["weights.seed", "initial.seed", "weights.kappa", "mesh.level", "output.snapshot_dt", "weights.dt"]
+    grid = "".join(f'"{k}" = [{_values(100, 0.001 if k in ("output.snapshot_dt", "weights.dt") else 1.0)}]\n' for k in axes)
+    (vwork / "six.toml").write_text(SWEEP_HEAD + "[grid]\n" + grid)
+    line = refused(capsys, vwork, "sweep", "six.toml", "--dry-run")
+    assert "1,000,000,000,000 runs" in line
+
+
+@pytest.fixture
+def small_sweep(vwork):
+    (vwork / "ok.toml").write_text(SWEEP_HEAD + '[grid]\n"weights.seed" = [0, 1]\n')
+    return vwork
+
+
+def test_sweep_out_that_cannot_be_a_folder_is_one_line(capsys, small_sweep, runs):
+    import shutil
+
+    work = small_sweep
+    (work / "afile").write_text("x")
+    assert "is a file" in refused(capsys, work, "sweep", "ok.toml", "--serial", "--out", "afile")
+    assert "is a file" in refused(capsys, work, "sweep", "ok.toml", "--serial", "--out", "afile/sw")
+    shutil.copytree(runs / "tokens", work / "tokens")
+    assert "run folder" in refused(capsys, work, "sweep", "ok.toml", "--serial", "--out", "tokens/sw")
+
+
+def test_sweep_out_in_an_unwritable_folder_is_one_line(capsys, small_sweep, monkeypatch):
+    import os
+
+    (small_sweep / "locked").mkdir()
+    real = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode, **kw: False if str(p).endswith("locked") else real(p, mode, **kw))
+    assert "not writable" in refused(capsys, small_sweep, "sweep", "ok.toml", "--serial", "--out", "locked/sw")
+
+
+@pytest.mark.parametrize("content", [b"[1, 2]", b"\x00\xffgarbage", b"{}", b'{"pid": "x", "host": 3}'])
+def test_a_garbage_sweep_lock_is_one_line(capsys, small_sweep, content):
+    (small_sweep / "sw").mkdir()
+    (small_sweep / "sw" / "sweep.lock").write_bytes(content)
+    assert "sweep.lock" in refused(capsys, small_sweep, "sweep", "ok.toml", "--serial", "--out", "sw")
+
+
+@pytest.mark.parametrize("key, file, where", [
+    ("initial.file", "evil.npy", "set"), ("weights.path_file", "evil.npz", "set"), ("initial.file", "evil.npy", "grid"),
+])
+def test_an_object_array_in_a_sweep_file_path_is_refused_once_before_the_sweep(capsys, vwork, key, file, where):
+    arr = np.array([{"payload": 1}, None], dtype=object)
+    if file.endswith(".npy"):
+        np.save(vwork / file, arr, allow_pickle=True)
+    else:
+        np.savez(vwork / file, D=arr)
+    kind = '"initial.kind" = "file"\n' if key == "initial.file" else '"weights.process" = "file"\n'
+    value = f'"{key}" = "{file}"\n' if where == "set" else ""
+    grid = '[grid]\n"weights.seed" = [0, 1]\n' if where == "set" else f'[grid]\n"{key}" = ["{file}"]\n"weights.seed" = [0, 1]\n'
+    (vwork / "evil.toml").write_text(SWEEP_HEAD + kind + value + grid)
+    for extra in (["--dry-run"], ["--serial"]):
+        line = refused(capsys, vwork, "sweep", "evil.toml", *extra)
+        assert f"[{where}] {key}" in line and "Python objects" in line
+    assert not (vwork / "sweeps").exists()

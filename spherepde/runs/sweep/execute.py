@@ -238,7 +238,10 @@ def run_sweep(
         stem = Path(sw.source).stem if sw.source != "<dict>" else "sweep"
         out = sw.out or str(Path("sweeps") / stem)
     folder = Path(out).resolve()
+    from spherepde.runs.sweep.plan import check_out
+
     try:
+        check_out(folder)  # a file, an unwritable folder or a run folder: one line, nothing written
         folder.mkdir(parents=True, exist_ok=True)
         lock = FolderLock(folder, LOCK_FILE, error=SweepError, what="sweep")
         lock.acquire()

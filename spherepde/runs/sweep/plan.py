@@ -17,7 +17,7 @@ from pathlib import Path
 
 from spherepde.runs.config import Config, ConfigError, config_from_dict, load_config, read_toml_file
 
-__all__ = ["SUMMARY_COLUMNS", "KNOWN_COLUMNS", "INSTALL_HINT", "STATE_FILE", "RESULTS_FILE", "LOCK_FILE", "STATE_FORMAT", "SweepError", "SweepChangedError", "DaskUnavailableError", "SweepRun", "Sweep", "example_sweep_path", "load_sweep", "sweep_hash"]
+__all__ = ["SUMMARY_COLUMNS", "KNOWN_COLUMNS", "INSTALL_HINT", "STATE_FILE", "RESULTS_FILE", "LOCK_FILE", "STATE_FORMAT", "MAX_RUNS", "check_out", "SweepError", "SweepChangedError", "DaskUnavailableError", "SweepRun", "Sweep", "example_sweep_path", "load_sweep", "sweep_hash"]
 
 
 #: Diagnostics summarised in ``results.csv`` (final value and time average of each).
@@ -56,6 +56,14 @@ _FILE_KEYS = ("weights.init_file", "weights.path_file", "initial.file", "initial
 
 
 _RESERVED_KEYS = ("run.name", "run.out")  # the sweep names the run folders
+
+
+#: Most runs one sweep plans (each is a validated configuration and a run folder).
+MAX_RUNS = 10_000
+
+
+#: Memory of one planned run (its configuration, row and hash input; measured ~19 KB).
+RUN_PLAN_BYTES = 32 * 2**10
 
 
 class SweepError(ConfigError):
@@ -339,6 +347,8 @@ def _build_sweep(data: dict, source: str, base_dir: Path) -> Sweep:
     if not grid and not zipped:
         raise SweepError("nothing to vary: give at least one axis in [grid] (cartesian product) or [list] (zipped)")
 
+    _check_size(zipped, grid)
+    _check_array_files(fixed, grid, zipped, base_dir)
     axes = {**zipped, **grid}
     analysis = _check_analysis(data["analysis"], axes) if "analysis" in data else None
     t_min = 0.0
@@ -380,6 +390,105 @@ def _build_sweep(data: dict, source: str, base_dir: Path) -> Sweep:
     sw = Sweep(source, base_name, fixed, axes, runs, analysis, t_min, out, description)
     sw.hash = sweep_hash(sw)
     return sw
+
+
+def _count(n: int) -> str:
+    return f"{n:,}" if n < 10**15 else f"{float(n):.3g}"
+
+
+def _check_size(zipped: dict, grid: dict) -> None:
+    """Refuse, before any combination is built, a sweep with more runs than :data:`MAX_RUNS`
+    or than the memory available can plan (``--dry-run`` too)."""
+    n_list = len(next(iter(zipped.values()))) if zipped else 1
+    n = n_list * math.prod(len(v) for v in grid.values())
+    need = n * RUN_PLAN_BYTES
+    from spherepde.runs.resources import available_memory, format_bytes
+
+    limit, source = available_memory()
+    if n <= MAX_RUNS and need <= limit:
+        return
+    parts = ([f"[list]: {_count(n_list)} entries"] if zipped else []) + [f"[grid] {k}: {_count(len(v))} values" for k, v in grid.items()]
+    why = f"one sweep runs at most {_count(MAX_RUNS)}" if n > MAX_RUNS else f"planning them needs about {format_bytes(need)}, but {format_bytes(limit)} of memory is {source}"
+    raise SweepError(f"the sweep has {_count(n)} runs ({' x '.join(parts)}); {why} -- split it into smaller sweeps or give fewer values")
+
+
+def _check_array_files(fixed: dict, grid: dict, zipped: dict, base_dir: Path) -> None:
+    """The .npy/.npz files a sweep names (weights.path_file, initial.file, ...) are looked at
+    once, before the sweep starts, with the safe loader's header checks: an object array (a
+    pickle) or a header claiming more data than the file holds refuses the sweep instead of
+    failing every run. (A file that is merely unreadable is a failure of the runs that use it.)"""
+    seen = set()
+    for table, d in (("set", fixed), ("grid", grid), ("list", zipped)):
+        for key, values in d.items():
+            if key not in _FILE_KEYS or key == "initial.run":
+                continue
+            for v in values if table != "set" else [values]:
+                if not isinstance(v, str) or not v:
+                    continue
+                path = Path(_resolve_file(key, v, base_dir))
+                if path in seen or path.suffix.lower() not in (".npy", ".npz") or not path.is_file():
+                    continue
+                seen.add(path)
+                try:
+                    _check_headers(path)
+                except ValueError as exc:
+                    raise SweepError(f"[{table}] {key}: {' '.join(str(exc).split())}; nothing was run") from None
+
+
+def _check_headers(path: Path) -> None:
+    """ValueError for an object array or a forged size in the .npy file or .npz archive ``path``
+    (a file whose headers cannot be read is left to the runs that read it)."""
+    import zipfile
+
+    from spherepde.model.weights import _check_claim, _npy_header
+
+    claims = []  # (where, shape, dtype, bytes stored)
+    try:
+        if zipfile.is_zipfile(path):
+            with zipfile.ZipFile(path) as zf:
+                for info in zf.infolist():
+                    if info.filename.endswith(".npy"):
+                        with zf.open(info) as fh:
+                            header = _npy_header(fh)
+                            if header is not None:
+                                claims.append((f"{path} (array {info.filename[:-4]!r})", *header, info.file_size - fh.tell()))
+        else:
+            with open(path, "rb") as fh:
+                header = _npy_header(fh)
+                if header is not None:
+                    claims.append((str(path), *header, path.stat().st_size - fh.tell()))
+    except (OSError, EOFError, ValueError, zipfile.BadZipFile):
+        pass  # what could be read is checked
+    for where, shape, dtype, stored in claims:
+        _check_claim(where, shape, dtype, stored=stored)
+
+
+def check_out(folder: Path) -> None:
+    """The sweep folder must be a folder this process can create or write into, and not lie in
+    a run folder; SweepError (one line, nothing written) otherwise."""
+    import os
+
+    from spherepde.runs.dataset import _run_folder_above
+
+    try:
+        inside = _run_folder_above(folder)
+        if inside is not None:
+            raise SweepError(f"--out {folder} lies inside the run folder {inside}; only 'spherepde run' and 'resume' write into a run folder -- choose another --out")
+        if folder.is_dir():
+            if not os.access(folder, os.W_OK | os.X_OK):
+                raise SweepError(f"cannot write into the sweep folder {folder}: permission denied; choose another --out")
+            return
+        if folder.exists() or folder.is_symlink():
+            raise SweepError(f"cannot use {folder} as a sweep folder: it is a file, not a folder; choose another --out")
+        p = folder.parent
+        while not (p.exists() or p.is_symlink()) and p != p.parent:
+            p = p.parent
+        if not p.is_dir():
+            raise SweepError(f"cannot create the sweep folder {folder}: {p} is a file, not a folder; choose another --out")
+        if not os.access(p, os.W_OK | os.X_OK):
+            raise SweepError(f"cannot create the sweep folder {folder}: {p} is not writable; choose another --out")
+    except OSError as exc:
+        raise SweepError(f"cannot use {folder} as a sweep folder: {exc.strerror or exc}; choose another --out") from None
 
 
 def sweep_hash(sw: Sweep) -> str:
