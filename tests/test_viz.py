@@ -286,3 +286,25 @@ def test_cli_render_and_plot(particle_run, mesh_run, tmp_path, capsys):
     assert str(tmp_path / "p" / "energy.svg") in printed
     scale = "log" if viz.run_color_limits(mesh_run)[1] else "lin"
     assert (tmp_path / "p" / f"density_map_t0.000_equirectangular_{scale}.png").is_file()
+
+
+def test_figures_of_a_saved_custom_process_name_it(tmp_path):
+    """A run on a saved path of a custom process once read 'file weights' in every title."""
+    from dataclasses import dataclass
+
+    from spherepde.model.weights import generate_weight_path
+
+    @dataclass(frozen=True)
+    class Relax:
+        name = "my-relaxation"
+        sigma = 0.0
+
+        def drift(self, D, t):
+            return np.eye(3)[None] - D
+
+    generate_weight_path(Relax(), H=2, d=3, T=0.1, dt=0.01, seed=0, init="identity").save(tmp_path / "w.npz")
+    cfg = default_config().with_overrides({"run.solver": "particles", "model.H": 2, "weights.process": "file", "weights.path_file": str(tmp_path / "w.npz"),
+                                           "solver.T": 0.1, "initial.n": 20, "output.vtk": False})
+    folder = run(cfg, out=tmp_path / "r", progress=False).folder
+    assert plots.load_series(folder).label == "particles, H = 2, my-relaxation weights (from a file)"
+    assert "my-relaxation weights" in plots.plot_energy(folder)._suptitle.get_text()

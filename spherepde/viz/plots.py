@@ -207,7 +207,7 @@ def load_series(source) -> Series:
     kind = run_kind(folder)
     cfg = run_config(folder)
     sign = float(cfg.get("model", {}).get("sign", -1))
-    label = _run_label(cfg)
+    label = _run_label(cfg, folder)
     if kind != "montecarlo":
         csvp = folder / "diagnostics.csv"
         if not csvp.is_file():
@@ -244,8 +244,24 @@ def _mc_path_count(folder: Path, cfg: dict) -> int:
     return int(n) if isinstance(n, int) else 0
 
 
-def _run_label(cfg: dict) -> str:
-    """'mesh, H = 10, ou weights' from a run's config (empty if unknown)."""
+def _saved_process(folder) -> str:
+    """The process name a run's saved weight path records (a custom process saved and
+    driven with weights.process = 'file'), or ''."""
+    import json
+
+    try:
+        with np.load(Path(folder) / "weights.npz", allow_pickle=False) as z:
+            meta = json.loads(str(z["meta"])) if "meta" in z.files else {}
+    except (OSError, ValueError, KeyError):
+        return ""
+    name = meta.get("process") if isinstance(meta, dict) else None
+    return str(name) if isinstance(name, str) and name and name != "file" else ""
+
+
+def _run_label(cfg: dict, folder=None) -> str:
+    """'mesh, H = 10, ou weights' from a run's config (empty if unknown); a run on a saved
+    path (weights.process = 'file') names the process that made it, e.g. 'rotating-target
+    weights (from a file)'."""
     run, model, w = cfg.get("run", {}), cfg.get("model", {}), cfg.get("weights", {})
     parts = []
     if run.get("solver"):
@@ -253,7 +269,8 @@ def _run_label(cfg: dict) -> str:
     if "H" in model:
         parts.append(f"H = {model['H']}")
     if w.get("process"):
-        parts.append(f"{w['process']} weights")
+        saved = _saved_process(folder) if w["process"] == "file" and folder is not None else ""
+        parts.append(f"{saved} weights (from a file)" if saved else f"{w['process']} weights")
     return ", ".join(parts)
 
 
