@@ -29,4 +29,4 @@ Each study module defines
 counts solver checks passed/total and paper claims reproduced/total separately.
 """
 
-STUDIES = ("analytic", "structure", "mesh_vs_particles", "paper_section6", "stability", "mesh_convergence", "work_precision")
+STUDIES = ("analytic", "structure", "mesh_vs_particles", "paper_section6", "stability", "mesh_convergence", "work_precision", "metastability")

@@ -600,7 +600,7 @@ def plot_mesh_invariants(source):
         # a log axis: rho_min spans many decades (1e-52 ... 1e-6), which a linear axis shows as flat zero
         rmin = s.band("rho_min").mean
         fin = rmin[np.isfinite(rmin)]
-        positive = bool(fin.size) and bool(np.all(fin > 0))
+        positive = bool(fin.size) and bool(np.all(fin >= 0))  # exact zeros (emptied cells) are not a positivity failure
         peak = s.band("rho_max").mean if s.has("rho_max") else s.band("mass").mean / (4 * math.pi)  # the peak, else the mean density
         peak = float(np.nanmax(peak)) if np.any(np.isfinite(peak)) else math.nan
         floor = RHO_ROUNDOFF * peak if positive and math.isfinite(peak) and peak > 0 else 0.0

@@ -1,0 +1,61 @@
+"""The metastability validation study at smoke size: its protocol, its outcomes, and that a
+broken scheme fails it (issue 24).
+
+Measured at smoke size (level 8, beta = 8, equal masses at 90 degrees): mesh merge time 24.16
+against the ODE's 24.17; about 180x fewer steps than the explicit SSP-RK3 estimate; the
+fastest-growing degree of a near-uniform start at beta = 10 is 4 on the mesh and in theory."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import spherepde.solvers.mesh as mesh_solver
+from spherepde.solvers.fv import fv_rhs
+from spherepde.validation import metastability
+from spherepde.validation.common import to_jsonable
+
+MERGE = "merge time (R = 0.95), beta = 8, m1 = 0.5, theta0 = 90 deg, level 8: mesh vs two-point ODE, relative error"
+
+
+@pytest.fixture(scope="module")
+def smoke():
+    return metastability.run("smoke")
+
+
+def test_protocol_and_outcomes(smoke, tmp_path):
+    res = smoke
+    assert set(metastability.SIZES) == {"smoke", "quick", "full"}
+    assert res["checks"] and all(c["passed"] for c in res["checks"].values()), {k: c for k, c in res["checks"].items() if not c["passed"]}
+    assert res["checks"][MERGE]["measured"] < 0.01
+    case = res["cases"][0]
+    assert case["t_ode"] == pytest.approx(24.17, abs=0.01)  # REFERENCES: 24.2 for beta = 8
+    assert case["explicit_steps"] > 20 * case["steps"]
+    assert res["nucleation"]["l_fastest_theory"] == 4 == res["nucleation"]["l_fastest_mesh"]
+    assert "Solver checks: 5/5 pass" in res["summary"]
+    json.dumps(to_jsonable(res))
+    paths = metastability.plot(res, tmp_path)
+    assert len(paths) == 2 and all(p.stat().st_size > 1000 for p in paths)
+
+
+def test_ode_reference_values():
+    """The REFERENCES table: equal masses at 90 degrees reach R = 0.95 at 24.2 / 112.7 / 574 for beta = 8 / 10 / 12."""
+    import math
+
+    assert [round(metastability.merge_time_ode(b, 0.5, 0.5, math.pi / 2), 1) for b in (8, 10)] == [24.2, 112.7]
+    assert metastability.merge_time_ode(12, 0.5, 0.5, math.pi / 2) == pytest.approx(574, rel=2e-3)
+
+
+def test_without_point_masses_the_merge_check_fails():
+    res = metastability.run("smoke", atoms=False, n_tokens=20)
+    assert not res["checks"][MERGE]["passed"]
+
+
+def test_wrong_sign_flux_fails_the_nucleation_check(monkeypatch):
+    """The explicit flux with the wrong sign: perturbations decay instead of growing (the implicit
+    step and the point masses do not use this function, so the merge check stays green)."""
+    monkeypatch.setattr(mesh_solver, "fv_rhs", lambda geom, faces, u, **kw: fv_rhs(geom, faces, -u, **kw))
+    res = metastability.run("smoke", n_tokens=20)
+    failed = [k for k, c in res["checks"].items() if not c["passed"]]
+    assert failed == ["nucleation (beta = 10, level 8): fastest-growing degree, mesh minus argmax gamma_l"]
