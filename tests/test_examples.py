@@ -27,6 +27,17 @@ def test_custom_density_and_process(tmp_path, monkeypatch):
     assert f.shape == (2, 3, 3) and np.allclose(f, f.transpose(0, 2, 1))
 
 
+def test_custom_process_as_a_run_folder(tmp_path, monkeypatch):
+    """The custom example once gave no way to a run folder for plot / render / open_run."""
+    from spherepde.viz import plots
+
+    monkeypatch.chdir(tmp_path)
+    row = _load("custom_density_and_process.py")["main"](["--tiny", "--out", str(tmp_path / "custom")])
+    assert row["mass"] == pytest.approx(1.0, abs=1e-12)
+    assert (tmp_path / "custom" / "snapshots.npz").is_file() and (tmp_path / "custom-inputs" / "weights.npz").is_file()
+    assert plots.load_series(tmp_path / "custom").label == "mesh, H = 2, rotating-target weights (from a file)"
+
+
 def test_mesh_vs_particles(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     rows = _load("mesh_vs_particles.py")["main"](["--tiny"])
