@@ -93,6 +93,12 @@ def test_export_of_a_mesh_run_without_its_mesh_is_refused(capsys, work):
     assert "mesh.npz is missing" in line
 
 
+def test_export_refuses_a_snapshots_npz_that_is_a_folder(capsys, work):
+    (work / "mesh" / "snapshots.npz").unlink()
+    (work / "mesh" / "snapshots.npz").mkdir()
+    assert "snapshots.npz is not a file" in refused(capsys, work, "export", "mesh", "--netcdf", "out.nc")
+
+
 def test_export_of_garbage_diagnostics_names_the_file_and_row(capsys, work):
     (work / "tokens" / "diagnostics.csv").write_text("t,energy\n0.0,1.0\nabc,2.0\n")
     line = refused(capsys, work, "export", "tokens", "--netcdf", "out.nc")
@@ -117,6 +123,7 @@ def test_compare_checks_dpi_before_creating_the_output(capsys, work, dpi):
     ("t,energy\n", ["no records"]),
     ("energy\n1.0\n", ["row 1", "'t'"]),
     ("t,energy\n0.0\n0.01,1.0,3.0\n0.02,1.0\n", ["row 2", "fields"]),
+    ("t,energy\n0.0,1.0\n0.01,1.0\n0.02,abc\n", ["row 4", "'abc'"]),  # a complete last line is no half-written row
 ])
 def test_compare_garbage_diagnostics_names_the_file_and_row(capsys, work, text, words):
     (work / "tokens" / "diagnostics.csv").write_text(text)

@@ -372,7 +372,8 @@ def _check_diagnostics(path: Path) -> None:
     last row of a run still writing is tolerated); CompareError naming the file and row."""
     try:
         with open(path, newline="") as fh:
-            rows = list(csv.reader(fh))
+            text = fh.read()
+        rows = list(csv.reader(io.StringIO(text)))
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
         raise CompareError(f"{path} cannot be read as a diagnostics table ({' '.join(str(exc).split())}); the run folder is damaged") from None
     if not rows or "t" not in rows[0]:
@@ -392,7 +393,7 @@ def _check_diagnostics(path: Path) -> None:
                     break
         if problem is None:
             good += 1
-        elif i < len(body) - 1:  # the last row may be half-written by a run still going
+        elif i < len(body) - 1 or text.endswith("\n"):  # only an unfinished last line may be half-written by a run still going
             raise CompareError(f"{path}: row {i + 2}: {problem}; the run folder is damaged")
     if good == 0:
         raise CompareError(f"{path} holds no records yet; compare runs that have recorded diagnostics")

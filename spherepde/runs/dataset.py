@@ -142,7 +142,7 @@ def _check_parts(folder: Path, kind: str) -> bool:
     """Check every array file of a run folder before anything is read or written; a mesh
     run's snapshots need its mesh.npz. Returns whether the run has snapshots."""
     snaps = folder / "snapshots.npz"
-    parts = [snaps] if snaps.is_file() else _snapshot_files(folder)
+    parts = [snaps] if snaps.exists() or snaps.is_symlink() else _snapshot_files(folder)
     has_snapshots = bool(parts)
     for name in ("mesh.npz", "weights.npz"):
         if (folder / name).exists():
