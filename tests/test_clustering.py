@@ -261,3 +261,26 @@ def test_uniform_plus_noise_is_seeded_positive_and_normalised():
 def test_sample_and_noise_are_refused_for_particles():
     with pytest.raises(sp.ConfigError, match="initial.sample"):
         sp.default_config().with_overrides({"run.solver": "particles", "initial.sample": True})
+
+
+def test_cluster_tables_in_snapshots_one_definition_for_both_solvers(tmp_path):
+    """Masses and centres of the clusters at every snapshot, tokens and mesh alike (snapshots.npz key ``clusters``)."""
+    from spherepde.runs.runner import run
+
+    over = {"initial.kind": "vmf", "initial.means": [NORTH, EAST], "initial.kappas": [200.0, 200.0], "initial.weights": [0.7, 0.3],
+            "model.sign": 1, "weights.process": "frozen", "weights.init": "beta", "weights.beta": 8.0, "solver.T": 0.5,
+            "output.record_dt": 0.25, "output.snapshot_dt": 0.25, "output.vtk": False, "mesh.level": 8, "initial.n": 400}
+    tables = {}
+    for solver, extra in (("particles", {}), ("mesh", {"solver.integrator": "implicit", "solver.atoms": True})):
+        cfg = sp.default_config().with_overrides({**over, "run.solver": solver, **extra})
+        folder = tmp_path / solver
+        run(cfg, out=folder, progress=False)
+        with np.load(folder / "snapshots.npz") as z:
+            tables[solver] = np.array(z["clusters"])
+    for solver, tab in tables.items():
+        assert tab.shape == (3, 16, 4), solver
+        last = tab[-1]
+        k = int(np.sum(np.isfinite(last[:, 0])))
+        assert k == 2, solver
+        assert last[0, 0] == pytest.approx(0.7, abs=0.06) and last[1, 0] == pytest.approx(0.3, abs=0.06)
+        assert np.allclose(last[0, 1:], NORTH, atol=0.05) and np.allclose(last[1, 1:], EAST, atol=0.05)

@@ -40,6 +40,8 @@ __all__ = [
     "EnergyBalance",
     "DIAGNOSTIC_COLUMNS",
     "weighted_clusters",
+    "cluster_table",
+    "CLUSTER_SLOTS",
     "ENERGY_COLUMNS",
 ]
 
@@ -156,6 +158,24 @@ def weighted_clusters(X, w, radius: float = 0.1, min_mass: float = 0.01) -> tupl
         nrm = np.linalg.norm(p)
         centres[j] = p / nrm if nrm > 0 else X[sel][0]
     return labels, mass[keep], centres
+
+
+#: Rows of the cluster table in a snapshot (the largest clusters; unused rows are NaN).
+CLUSTER_SLOTS = 16
+
+
+def cluster_table(X, w, radius: float = 0.1, min_mass: float = 0.01, slots: int = CLUSTER_SLOTS) -> np.ndarray:
+    """The clusters of :func:`weighted_clusters` as a fixed-size table for snapshot files,
+    shape (slots, 1 + d): mass, then the centre, by decreasing mass; rows past the number of
+    clusters are NaN (so tables of different times stack into one array)."""
+    X = np.asarray(X, dtype=np.float64)
+    d = X.shape[1] if X.ndim == 2 and X.shape[0] else 3
+    _, masses, centres = weighted_clusters(X, w, radius, min_mass)
+    out = np.full((slots, 1 + d), np.nan)
+    k = min(slots, len(masses))
+    out[:k, 0] = masses[:k]
+    out[:k, 1:] = centres[:k]
+    return out
 
 
 def cluster_count(X, radius: float = 0.1, min_fraction: float = 0.0) -> int:

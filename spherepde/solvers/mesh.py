@@ -52,7 +52,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from spherepde.attention import SUMMATION_MODES, attention_moments
-from spherepde.model.energy import DIAGNOSTIC_COLUMNS, EnergyBalance, state_rates, weighted_clusters
+from spherepde.model.energy import DIAGNOSTIC_COLUMNS, EnergyBalance, cluster_table, state_rates, weighted_clusters
 from spherepde.model.fused import fused_rates, martingale_from_moments
 from spherepde.model.velocity import HeadFields, velocity_from_fields
 from spherepde.model.weights import WeightPath
@@ -745,17 +745,23 @@ class MeshSolver:
         row["G2_pointwise"] = float(self._current().rates["G2_pointwise"]) if self._has_energy else float("nan")
         row["mass"] = float(np.sum(masses) + np.sum(self.atom_m))
         row["atom_mass"] = float(np.sum(self.atom_m))
-        dense = self.rho >= DENSE_FLOOR
-        row["n_clusters"] = len(weighted_clusters(np.concatenate([g.nodes[dense], self.atom_x]), np.concatenate([masses[dense], self.atom_m]))[1])
+        row["n_clusters"] = len(weighted_clusters(*self._cluster_points())[1])
         row["rho_min"] = float(self.rho.min())
         row["rho_max"] = float(self.rho.max())
         row["dt_last"] = float(self.dt_last)
         return {k: row[k] for k in MESH_COLUMNS}
 
+    def _cluster_points(self) -> tuple[np.ndarray, np.ndarray]:
+        """The points and masses the cluster definition sees: point masses and dense cells."""
+        dense = self.rho >= DENSE_FLOOR
+        masses = self.rho[dense] * self.geom.areas[dense]
+        return np.concatenate([self.geom.nodes[dense], self.atom_x]), np.concatenate([masses, self.atom_m])
+
     def snapshot(self) -> dict:
-        """Arrays of the current state for snapshot files: ``{"rho": (nc,)}``; a point mass is
-        drawn as its mass spread over the cell whose node is nearest (:meth:`density`)."""
-        return {"rho": self.density()}
+        """Arrays of the current state for snapshot files: ``rho`` (nc,), in which a point mass
+        is drawn as its mass spread over the cell whose node is nearest (:meth:`density`), and
+        the cluster table ``clusters`` (mass, centre; :func:`spherepde.model.energy.cluster_table`)."""
+        return {"rho": self.density(), "clusters": cluster_table(*self._cluster_points())}
 
     def density(self) -> np.ndarray:
         """The cell densities with every point mass deposited in its nearest cell, (nc,)."""

@@ -30,6 +30,7 @@ import numpy as np
 
 from spherepde.model.energy import (
     EnergyBalance,
+    cluster_table,
     martingale_increment,
     mean_resultant_length,
     state_rates,
@@ -308,7 +309,9 @@ class ParticleSolver:
         return row
 
     def snapshot(self) -> dict:
-        return {"X": self.X.copy()}
+        """Token positions ``X`` (n, d) and the cluster table ``clusters`` (mass, centre;
+        :func:`spherepde.model.energy.cluster_table`)."""
+        return {"X": self.X.copy(), "clusters": cluster_table(self.X, self.w, self.cluster_radius)}
 
     # ------------------------------------------------------------------ checkpoints
     def get_state(self) -> dict:
