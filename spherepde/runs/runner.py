@@ -433,6 +433,8 @@ def _step_estimate(solver, cfg: Config) -> int | None:
     ms = getattr(solver, "mesh_solver", solver)
     if not hasattr(ms, "cfl_step") or getattr(ms, "dt", None) is not None:
         return None
+    if getattr(ms, "integrator", "") == "implicit":  # steps follow the local error: no estimate from the CFL bound
+        return None
     h = min(float(ms.cfl_step()), float(ms.path.dt))
     if not (h > 0 and math.isfinite(h)):
         return None
