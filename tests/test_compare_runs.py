@@ -284,7 +284,7 @@ def test_one_coupled_run_compares_its_mesh_with_its_tokens(both_run, tmp_path):
     tracks = {r["track"] for r in res.rows}
     assert tracks == {"both: particles (40 tokens)"}
     cols = [r["column"] for r in res.rows]
-    assert cols == ["energy", "G2", "edi_paper", "edi_exact", "mean_resultant"]  # the columns both solvers record
+    assert cols == ["energy", "G2", "edi_paper", "edi_exact", "mean_resultant", "n_clusters"]  # the columns both solvers record (one cluster definition)
     d = read_diagnostics(both_run / "diagnostics.csv")
     row = next(r for r in res.rows if r["column"] == "G2")
     assert row["max_abs_diff"] == pytest.approx(np.max(np.abs(d["p_G2"] - d["G2"])), rel=1e-12)

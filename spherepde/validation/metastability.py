@@ -390,31 +390,41 @@ def _summary(res, ci: int) -> str:
 
 
 def plot(results, out_dir) -> list:
-    """Figures: merge times of the mesh against the ODE per case, and the nucleation growth rates against gamma_l."""
+    """Figures: the mesh's merge time against the two-point ODE's per case (and per mesh
+    level), and the nucleation growth rates against gamma_l."""
     import matplotlib.pyplot as plt
 
+    from spherepde.viz.figstyle import legend_outside, readable_log_ticks
+
     paths = []
-    fig, ax = plt.subplots(figsize=(6.4, 4.2), layout="constrained")
+    fig, ax = plt.subplots(figsize=(7.4, 4.4), layout="constrained")
     cs = results["cases"]
-    x = np.arange(len(cs))
-    ax.bar(x - 0.2, [r["t_ode"] for r in cs], 0.4, label="two-point ODE")
-    ax.bar(x + 0.2, [r["t_mesh"] for r in cs], 0.4, label=f"mesh (level {cs[0]['level']})")
-    ax.set_xticks(x, [f"β={r['beta']:g}\nm1={r['m1']:g}\nθ0={r['theta0_deg']:g}°" for r in cs])
-    ax.set_ylabel("merge time (mean resultant 0.95)")
-    ax.set_xlabel("case")
-    ax.set_ylim(0, 1.25 * max(max(r["t_ode"], r["t_mesh"]) for r in cs))
-    ax.legend(loc="upper right")
+    lv = results["levels"]
+    ts = [r["t_ode"] for r in cs + lv]
+    lo, hi = 0.5 * min(ts), 2.0 * max(ts)
+    ax.plot([lo, hi], [lo, hi], "k-", lw=0.8, label="mesh = ODE")
+    ax.fill_between([lo, hi], [0.95 * lo, 0.95 * hi], [1.05 * lo, 1.05 * hi], color="0.85", label="within 5 %")
+    for r in cs:
+        ax.plot(r["t_ode"], r["t_mesh"], "o", label=f"β = {r['beta']:g}, m1 = {r['m1']:g}, θ0 = {r['theta0_deg']:g}° (level {r['level']})")
+    for r in lv:
+        ax.plot(r["t_ode"], r["t_mesh"], "x", ms=9, label=f"β = {r['beta']:g}, m1 = {r['m1']:g}, θ0 = {r['theta0_deg']:g}°, level {r['level']}")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(lo, hi)
+    ax.set_ylim(lo, hi)
+    readable_log_ticks(ax)
+    ax.set_xlabel("merge time, two-point ODE")
+    ax.set_ylabel("merge time, mesh (implicit, point masses)")
+    legend_outside(ax)
     paths.append(save_figure(fig, out_dir, "metastability_merge_times.png"))
-    plt.close(fig)
     nu = results["nucleation"]
-    fig, ax = plt.subplots(figsize=(6.4, 4.0), layout="constrained")
+    fig, ax = plt.subplots(figsize=(7.4, 4.0), layout="constrained")
     ls = np.arange(1, len(nu["gamma"]) + 1)
     ax.plot(ls, nu["gamma"], "o-", label=r"linear theory $\gamma_l$")
     ax.plot(ls, nu["measured_rates"], "s--", label=f"mesh, level {nu['level']}")
     ax.set_xlabel("degree l")
     ax.set_ylabel("growth rate (1 / time)")
     ax.set_xticks(ls)
-    ax.legend(loc="lower right")
+    legend_outside(ax)
     paths.append(save_figure(fig, out_dir, "metastability_nucleation.png"))
-    plt.close(fig)
     return paths
