@@ -44,7 +44,7 @@ COLUMN_ATTRS = {
     "dEdt_partial": ("partial time derivative of E through the weights, with the Ito correction", _DIMLESS),
     "martingale": ("martingale term M_t of the energy balance (Ito, left point)", _DIMLESS),
     "transport": ("transport term int grad(dE/dmu) . v dmu", _DIMLESS),
-    "G2": ("metric slope G^2 (harmonic-mean mobility; mesh: the scheme's edge form, which closes the paper-form balance)", _DIMLESS),
+    "G2": ("metric slope G^2 (harmonic-mean mobility; mesh: at the cell nodes, the estimate of the continuum value)", _DIMLESS),
     "int_dEdt": ("time integral of dEdt_partial", _DIMLESS),
     "int_transport": ("time integral of the transport term", _DIMLESS),
     "int_G2": ("time integral of G^2", _DIMLESS),
@@ -57,7 +57,8 @@ COLUMN_ATTRS = {
     "dt_last": ("last time step", _DIMLESS),
     "speed_rms": ("root-mean-square token speed", _DIMLESS),
     "n_clusters": ("number of clusters: single-linkage groups at chordal distance 0.1 holding at least 1 % of the mass (tokens; mesh: point masses and cells denser than 5/(4 pi))", _DIMLESS),
-    "G2_pointwise": ("mesh: G^2 from the velocity at the cell nodes (the scheme's G2 closes the balance)", _DIMLESS),
+    "G2_scheme": ("mesh: the scheme's own metric slope (edge fluxes), the G^2 of the paper-form balance edi_paper", _DIMLESS),
+    "int_G2_scheme": ("mesh: time integral of G2_scheme", _DIMLESS),
     "atom_mass": ("mesh: mass carried by point masses (collapsed clusters, solver.atoms)", _DIMLESS),
     "l1_hist": ("L1 distance between the density and the smoothed token histogram", _DIMLESS),
     "w1_sliced": ("sliced spherical 1-Wasserstein distance between density and tokens", "rad"),
@@ -134,7 +135,7 @@ def check_npz(path: Path) -> None:
         if msg.startswith(str(path)):
             msg = msg[len(str(path)):].lstrip(" :")
         if msg.startswith("(array "):  # "(array 'A'): holds Python objects ..." -> "array 'A' holds Python objects ..."
-            msg = msg[1:].replace("):", "", 1)
+            msg = msg[1:].replace("):", ":", 1)
         raise RunFileError(f"{path} is damaged or unreadable ({msg}); nothing was written") from None
 
 
