@@ -87,6 +87,13 @@ def test_damaged_parts_refuse_export_and_compare_naming_the_file(capsys, work, p
     assert part in line
 
 
+@pytest.mark.parametrize("part, content", [("config.toml", b"[[[ not toml"), ("summary.json", b"\xff\xfe{")])
+def test_a_damaged_config_or_summary_refuses_export_and_compare(capsys, work, part, content):
+    (work / "mesh" / part).write_bytes(content)
+    assert part in refused(capsys, work, "export", "mesh", "--netcdf", "out.nc")
+    assert part in refused(capsys, work, "compare", "mesh", "tokens", "--out", "cmp")
+
+
 def test_export_of_a_mesh_run_without_its_mesh_is_refused(capsys, work):
     (work / "mesh" / "mesh.npz").unlink()
     line = refused(capsys, work, "export", "mesh", "--netcdf", "out.nc")
@@ -229,6 +236,11 @@ def test_a_huge_grid_is_refused_at_once_dry_run_too(capsys, vwork):
     line = refused(capsys, vwork, "sweep", "huge.toml", "--dry-run")
     assert "1,000,000 runs" in line and "at most 10,000" in line
     refused(capsys, vwork, "sweep", "huge.toml", "--serial")
+
+
+def test_a_long_list_is_refused_before_its_entries_are_compared(capsys, vwork):
+    (vwork / "long.toml").write_text(SWEEP_HEAD + f'[list]\n"weights.seed" = [{_values(20000)}]\n')
+    assert "20,000 runs" in refused(capsys, vwork, "sweep", "long.toml", "--dry-run")
 
 
 def test_a_six_axis_grid_is_one_line_not_a_memory_error(capsys, vwork):

@@ -399,14 +399,18 @@ def _check_diagnostics(path: Path) -> None:
         raise CompareError(f"{path} holds no records yet; compare runs that have recorded diagnostics")
 
 
-def _check_folder(folder: Path, kind: str) -> None:
-    """Every file compare reads, checked before anything is read or written."""
+def _check_parts(folder: Path) -> None:
+    """The run's files (arrays with the safe loader, config.toml, summary.json), checked before anything is read or written."""
     from spherepde.runs.dataset import RunFileError, check_run_parts
 
     try:
         check_run_parts(folder)
     except RunFileError as exc:
         raise CompareError(str(exc)) from None
+
+
+def _check_folder(folder: Path, kind: str) -> None:
+    """The diagnostics tables compare reads, checked before anything is read or written."""
     if kind == "montecarlo":
         files = [p / "diagnostics.csv" for p in sorted(folder.glob("path-[0-9]*")) if (p / "diagnostics.csv").is_file()]
         files += [folder / f"diagnostics_{q}.csv" for q in ("mean", "std", "q05", "q95") if (folder / f"diagnostics_{q}.csv").is_file()]
@@ -428,6 +432,7 @@ def _tracks(folders):
         folder = Path(f)
         if not folder.is_dir():
             raise FileNotFoundError(f"run folder {folder} does not exist")
+        _check_parts(folder)  # before anything of it is read
         kind = run_kind(folder)
         _check_folder(folder, kind)
         s = load_series(folder)

@@ -139,6 +139,20 @@ def check_npz(path: Path) -> None:
         raise RunFileError(f"{path} is damaged or unreadable ({msg}); nothing was written") from None
 
 
+def _check_text_parts(folder: Path) -> None:
+    """config.toml and summary.json, where present, must parse (RunFileError naming the file)."""
+    import tomllib
+
+    for name, parse in (("config.toml", tomllib.loads), ("summary.json", json.loads)):
+        p = folder / name
+        if not (p.exists() or p.is_symlink()):
+            continue
+        try:
+            parse(p.read_text())
+        except (OSError, ValueError, UnicodeDecodeError) as exc:  # TOMLDecodeError and JSONDecodeError are ValueErrors
+            raise RunFileError(f"{p} cannot be read ({_one_line(exc)}); the run folder is damaged") from None
+
+
 def _check_parts(folder: Path, kind: str) -> bool:
     """Check every array file of a run folder before anything is read or written; a mesh
     run's snapshots need its mesh.npz. Returns whether the run has snapshots."""
@@ -152,6 +166,7 @@ def _check_parts(folder: Path, kind: str) -> bool:
         if not p.is_file():
             raise RunFileError(f"{p} is not a file; the run folder is damaged")
         check_npz(p)
+    _check_text_parts(folder)
     if has_snapshots and kind == "mesh" and not (folder / "mesh.npz").is_file():
         raise RunFileError(f"{folder / 'mesh.npz'} is missing: a mesh run's densities cannot be placed without it; the run folder is damaged")
     return has_snapshots
@@ -202,8 +217,11 @@ def check_run_parts(run_dir) -> None:
     """Check the array files of a run folder (a Monte-Carlo folder: of each path) with the
     safe loader; :class:`RunFileError` naming the first damaged or missing part."""
     folder = Path(run_dir)
+    _check_text_parts(folder)  # before run_kind reads config.toml
     kind = run_kind(folder)
     for f in _mc_paths(folder) if kind == "montecarlo" else [folder]:
+        if f is not folder:
+            _check_text_parts(f)
         _check_parts(f, run_kind(f) if f is not folder else kind)
 
 
@@ -212,7 +230,7 @@ def _open_single(folder: Path):
     data_vars, coords, attrs = {}, {}, {}
     kind = run_kind(folder)
     snaps = None
-    if _check_parts(folder, kind):
+    if (folder / "snapshots.npz").exists() or _snapshot_files(folder):  # checked by open_run (check_run_parts)
         try:
             snaps = load_snapshots(folder)
         except (OSError, ValueError, KeyError) as exc:  # read by the checks above: a content problem (shapes, keys)
@@ -279,6 +297,7 @@ def open_run(run_dir):
     folder = Path(run_dir)
     if not folder.is_dir():
         raise FileNotFoundError(f"{folder}: no such run folder")
+    check_run_parts(folder)  # every part of the run (and of its paths) before anything is read
     if run_kind(folder) == "montecarlo":
         paths = _mc_paths(folder)
         if not paths:

@@ -341,6 +341,7 @@ def _build_sweep(data: dict, source: str, base_dir: Path) -> Sweep:
                 raise SweepError(f"[list] {key}: expected a non-empty list of values, got {values!r}")
         if len(set(lengths.values())) > 1:
             raise SweepError("[list]: the lists are zipped and must have equal lengths; got " + ", ".join(f"{k}: {n}" for k, n in lengths.items()))
+        _check_size(zipped, grid)
         combos_list = list(zip(*zipped.values()))
         if len({json.dumps(c, sort_keys=True, default=str) for c in combos_list}) < len(combos_list):
             raise SweepError("[list]: two entries of the zipped lists are identical")
