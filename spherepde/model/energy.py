@@ -214,7 +214,10 @@ class EnergyBalance:
     #: energy changes that are not time stepping (the mesh solver's collapse of a cluster into a
     #: point mass), subtracted from both residuals
     jumps: float = 0.0
-    _fields: tuple = field(default=("E0", "int_dEdt", "int_transport", "int_G2", "martingale", "jumps"), repr=False)
+    #: the integral of the G^2 in the paper-form balance: the rates' ``G2_scheme`` where they have
+    #: one (the mesh: the scheme's own metric slope, docs/model.md §3.4), else ``G2``
+    int_G2_scheme: float = 0.0
+    _fields: tuple = field(default=("E0", "int_dEdt", "int_transport", "int_G2", "martingale", "jumps", "int_G2_scheme"), repr=False)
 
     def add_stages(self, dt: float, b, stage_rates) -> None:
         for bi, r in zip(b, stage_rates):
@@ -223,19 +226,21 @@ class EnergyBalance:
             self.int_dEdt += bi * dt * r["dEdt_partial"]
             self.int_transport += bi * dt * r["transport"]
             self.int_G2 += bi * dt * r["G2"]
+            self.int_G2_scheme += bi * dt * r.get("G2_scheme", r["G2"])
 
-    def add_integrals(self, dEdt: float, transport: float, G2: float) -> None:
+    def add_integrals(self, dEdt: float, transport: float, G2: float, G2_scheme: float) -> None:
         """Add one step's integrals directly (integrators that are not Runge--Kutta stages)."""
         self.int_dEdt += dEdt
         self.int_transport += transport
         self.int_G2 += G2
+        self.int_G2_scheme += G2_scheme
 
     def add_martingale(self, dM: float) -> None:
         self.martingale += dM
 
     def residuals(self, energy: float) -> tuple[float, float]:
         dE = energy - self.E0 - self.jumps
-        edi_paper = dE - self.int_dEdt - self.sign * self.int_G2 - self.martingale
+        edi_paper = dE - self.int_dEdt - self.sign * self.int_G2_scheme - self.martingale
         edi_exact = dE - self.int_dEdt - self.int_transport - self.martingale
         return edi_paper, edi_exact
 
@@ -263,7 +268,10 @@ class EnergyBalance:
 
     def restore(self, d: dict) -> None:
         for k in self._fields:
-            if k == "jumps" and k not in d:  # states written before the field existed
-                self.jumps = 0.0
+            if k not in d and k in ("jumps", "int_G2_scheme"):  # states written before the field existed
                 continue
             setattr(self, k, float(d[k]) if d[k] is not None else None)
+        if "int_G2_scheme" not in d:  # such states integrated one G^2 (the nodal one on the mesh)
+            self.int_G2_scheme = self.int_G2
+        if "jumps" not in d:
+            self.jumps = 0.0
