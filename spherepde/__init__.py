@@ -8,10 +8,8 @@ The curated public API; the model, its conventions and the discrete schemes are 
 sweeps) -> :mod:`spherepde.viz` and :mod:`spherepde.validation`.
 """
 
-from spherepde.runs import interrupt as _interrupt  # noqa: F401  (first: Ctrl-C while the command line starts exits 130, one line)
-
-__version__ = "0.1.0"
-
+from spherepde.runs import interrupt as _interrupt  # noqa: F401, I001  (first: Ctrl-C while the command line starts exits 130, one line)
+from spherepde._base import __version__  # noqa: E402
 from spherepde.geometry import densities  # noqa: E402
 from spherepde.geometry.mesh import SphereMesh  # noqa: E402
 from spherepde.geometry.meshio import icosphere, read_mesh  # noqa: E402

@@ -11,10 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from spherepde._base import available_memory
 from spherepde.cli.main import main
 from spherepde.model.weights import OUProcess, WeightPath, generate_weight_path, initial_matrices
-from spherepde.runs.config import ConfigError, default_config, load_config, parse_override
-from spherepde.runs.resources import available_memory, check_resources, estimate_memory
+from spherepde.runs.config import ConfigError, check_resources, default_config, estimate_memory, load_config, parse_override
 from spherepde.runs.sweep import load_sweep
 from spherepde.solvers.particles import initial_tokens
 

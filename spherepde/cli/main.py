@@ -14,7 +14,7 @@ import signal
 import sys
 import threading
 
-from spherepde import __version__
+from spherepde._base import __version__
 from spherepde.runs import interrupt as _interrupt
 
 log = logging.getLogger("spherepde")

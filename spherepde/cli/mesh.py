@@ -11,10 +11,10 @@ from spherepde.cli.common import fail
 def cmd_mesh(args) -> int:
     from pathlib import Path
 
+    from spherepde._base import available_memory, format_bytes
     from spherepde.geometry.mesh import PYVISTA_EXTENSIONS, MeshError
     from spherepde.geometry.meshio import icosphere, icosphere_bytes, read_mesh
     from spherepde.runs.config import ConfigError
-    from spherepde.runs.resources import available_memory, format_bytes
 
     if args.out and Path(args.out).suffix.lower() not in (".npz", *PYVISTA_EXTENSIONS):
         return fail(f"--out {args.out}: unsupported mesh file extension; use .npz or one of {', '.join(PYVISTA_EXTENSIONS)}")

@@ -266,7 +266,7 @@ def _check_claim(where: str, shape: tuple, dtype: np.dtype, stored: int) -> None
             f"but the file holds only {stored} bytes of data"
         )
     if nbytes > 2**28:
-        from spherepde.runs.resources import available_memory
+        from spherepde._base import available_memory
 
         limit, source = available_memory()
         if nbytes > limit:
@@ -274,7 +274,7 @@ def _check_claim(where: str, shape: tuple, dtype: np.dtype, stored: int) -> None
 
 
 def _fmt_bytes(n: float) -> str:
-    from spherepde.runs.resources import format_bytes
+    from spherepde._base import format_bytes
 
     return format_bytes(n)
 

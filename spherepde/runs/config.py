@@ -7,7 +7,9 @@ valid name suggested), wrong types, out-of-range values and inconsistent options
 raise :class:`ConfigError` with a one-line message naming the key. No value is ever
 evaluated as code.
 
-Memory estimates (will a configuration fit?) are :mod:`spherepde.runs.resources`.
+Memory estimates (will a configuration fit?): :func:`estimate_memory`, checked by
+:func:`check_resources` while a configuration is validated, against
+:func:`spherepde._base.available_memory`.
 """
 
 from __future__ import annotations
@@ -20,13 +22,11 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from spherepde._base import ConfigError, available_memory, format_bytes
+
 _log = logging.getLogger(__name__)
 
-__all__ = ["ConfigError", "RunSection", "ModelSection", "WeightsSection", "InitialSection", "MeshSection", "SolverSection", "OutputSection", "MonteCarloSection", "Config", "SECTIONS", "INT_MAX", "config_from_dict", "KAPPA_MAX", "MAX_TOML_BYTES", "read_toml_file", "load_config", "default_config", "parse_override", "config_to_toml"]
-
-
-class ConfigError(ValueError):
-    """A configuration problem; the message names the key and what to do."""
+__all__ = ["ConfigError", "RunSection", "ModelSection", "WeightsSection", "InitialSection", "MeshSection", "SolverSection", "OutputSection", "MonteCarloSection", "Config", "SECTIONS", "INT_MAX", "config_from_dict", "KAPPA_MAX", "MAX_TOML_BYTES", "read_toml_file", "load_config", "default_config", "parse_override", "config_to_toml", "MESH_BYTES_PER_CELL", "TOKEN_BYTES", "CLUSTER_BYTES_PER_PAIR", "ROW_BYTES", "estimate_memory", "check_resources"]
 
 
 def _f(default, doc, **checks):
@@ -389,8 +389,6 @@ def _check_consistency(cfg: Config, base_dir: Path | None) -> None:
         for i, m in enumerate(means):
             if not any(m):
                 raise ConfigError(f"initial.means: mean {i + 1} is the zero vector {ini.means[i]!r}; a vMF mean is a direction, give a non-zero vector")
-    from spherepde.runs.resources import check_resources
-
     check_resources(cfg)  # before the grid checks below, which need T / dt to be a sane number
     _check_euler_growth(cfg)
     if cfg.solver.T < w.dt or not _is_multiple(cfg.solver.T, w.dt):
@@ -588,8 +586,6 @@ def read_toml_file(path, what: str = "configuration file", error: type[ConfigErr
     try:
         size = path.stat().st_size
         if size > MAX_TOML_BYTES:
-            from spherepde.runs.resources import format_bytes
-
             raise error(f"{path}: {format_bytes(size)} is far too large for a {what} (at most {format_bytes(MAX_TOML_BYTES)}); is it the right file?")
         raw = path.read_bytes()
     except OSError as exc:
@@ -677,4 +673,99 @@ def config_to_toml(cfg: Config, *, comments: bool = True) -> str:
             lines.append(line)
         lines.append("")
     return "\n".join(lines)
+
+
+# ------------------------------------------------------------------ memory estimates
+#: Bytes per mesh cell of a mesh run (geometry, state, stages, fluxes; measured ~1 kB at
+#: H = 1 and ~1.8 kB at H = 4) -- the constant and the per-head part.
+MESH_BYTES_PER_CELL = (1024, 256)
+
+
+#: Bytes per token and coordinate (tokens, integrator stages, velocities) and per token,
+#: head and coordinate (the attention sums Z_h, Y_h, Q_h and their products).
+TOKEN_BYTES = (32 * 8, 16 * 8)
+
+
+#: Worst case of the recorded cluster count (model.energy.cluster_count): scipy lists every
+#: pair of tokens closer than the linkage radius, ~28 bytes per n^2 once all tokens gather.
+CLUSTER_BYTES_PER_PAIR = 28
+
+
+#: Bytes per diagnostics row (read back as text, then floats).
+ROW_BYTES = 2048
+
+
+def estimate_memory(cfg: Config) -> list[tuple[float, str, str, str]]:
+    """The largest memory needs of a run, as (bytes, key, what, fix): ``key`` is the
+    configuration key that sets the size. Computed in floats, so an impossible size is a
+    huge number or ``inf``, never an OverflowError.
+
+    The weight path holds A, V, the drift and the increments on every grid point
+    ((T/dt + 1) H d^2 doubles each; general heads generate V with its own drift and noise
+    too); tokens and mesh cells are counted with the per-item costs above.
+    """
+    m, w, out, ini = cfg.model, cfg.weights, cfg.output, cfg.initial
+    T, H, d = cfg.solver.T, float(m.H), float(m.d)
+    grid = T / w.dt + 1
+    arrays = 4 if m.heads == "gradient" else 6
+    path = grid * H * d * d * 8 * arrays
+    terms = []
+    blame = max((H / 4, "model.H"), (d * d / 9, "model.d"), (grid / 201, "steps"))[1]  # the factor furthest above its default
+    if blame == "steps":
+        key = "weights.dt" if math.log(0.01 / w.dt) > math.log(T / 2) else "solver.T"
+        steps = f"{grid - 1:.3g}" if grid < 1e300 else "more than 1e300"
+        what = f"solver.T = {T:g} with weights.dt = {w.dt:g} gives {steps} weight-grid steps, and the weight path needs {format_bytes(path)}"
+        terms.append((path, key, what, "reduce solver.T or increase weights.dt"))
+    else:
+        what = f"the weight path ({grid:.3g} grid points x H = {m.H} heads x d^2 = {m.d ** 2} x {arrays} arrays of doubles) needs {format_bytes(path)}"
+        terms.append((path, blame, what, f"reduce {blame}"))
+    solver = cfg.run.solver
+    snap_bytes = 0.0
+    if solver in ("particles", "both"):
+        n = float(ini.n) if ini.kind != "file" else 0.0  # a token file is checked when it is read
+        tokens = n * d * TOKEN_BYTES[0]
+        why = ""
+        if solver == "particles":
+            tokens += CLUSTER_BYTES_PER_PAIR * n * n
+            why = f" (the recorded cluster count lists close pairs: up to {CLUSTER_BYTES_PER_PAIR} n^2 bytes)"
+        terms.append((tokens, "initial.n", f"initial.n = {ini.n} tokens need {format_bytes(tokens)}{why}", "reduce initial.n"))
+        sums = n * H * d * TOKEN_BYTES[1]
+        key = "model.H" if H > n else "initial.n"
+        terms.append((sums, key, f"the attention sums of initial.n = {ini.n} tokens x model.H = {m.H} heads need {format_bytes(sums)}", f"reduce {key}"))
+        snap_bytes += n * d * 8
+    if solver in ("mesh", "both") and not cfg.mesh.file:
+        nc = 20.0 * float(cfg.mesh.level) ** 2
+        mesh = nc * (MESH_BYTES_PER_CELL[0] + MESH_BYTES_PER_CELL[1] * H)
+        key = "model.H" if MESH_BYTES_PER_CELL[1] * H > MESH_BYTES_PER_CELL[0] * 4 else "mesh.level"
+        terms.append((mesh, key, f"mesh.level = {cfg.mesh.level} ({nc:.3g} cells) with model.H = {m.H} heads needs {format_bytes(mesh)}", f"reduce {key}"))
+        snap_bytes += nc * 8
+        if solver == "both" and getattr(out, "distances", "") == "all":
+            w1 = 24.0 * nc * float(ini.n)
+            terms.append((w1, "output.distances", f"output.distances = 'all': the exact W1 cost matrix ({nc:.3g} cells x {ini.n} tokens) needs {format_bytes(w1)}",
+                          "use output.distances = 'cheap'"))
+    n_snap = T / out.snapshot_dt + 2
+    snaps = 2 * n_snap * snap_bytes
+    terms.append((snaps, "output.snapshot_dt", f"output.snapshot_dt = {out.snapshot_dt:g} gives {n_snap - 1:.3g} snapshots, gathered at the end in {format_bytes(snaps)}",
+                   "increase output.snapshot_dt"))
+    n_rec = T / out.record_dt + 1
+    paths = max(1, cfg.montecarlo.paths)
+    rows = n_rec * ROW_BYTES * paths
+    key = "montecarlo.paths" if paths > n_rec else "output.record_dt"
+    terms.append((rows, key, f"output.record_dt = {out.record_dt:g} gives {n_rec - 1:.3g} diagnostics rows" + (f" x montecarlo.paths = {paths}" if paths > 1 else "")
+                  + f", read back in {format_bytes(rows)}", f"{'reduce' if key == 'montecarlo.paths' else 'increase'} {key}"))
+    return terms
+
+
+def check_resources(cfg: Config) -> None:
+    """Refuse (ConfigError naming the key) a run whose memory estimate (:func:`estimate_memory`)
+    exceeds the memory available (:func:`available_memory`), before anything is allocated."""
+    terms = estimate_memory(cfg)
+    total = sum(t[0] for t in terms)
+    limit, source = available_memory()
+    if total <= limit:
+        return
+    part, key, what, fix = max(terms, key=lambda t: t[0])
+    whole = f" (about {format_bytes(total)} for the whole run)" if total > 1.1 * part else ""
+    hint = "" if source == "SPHEREPDE_MAX_MEMORY" else "; or set SPHEREPDE_MAX_MEMORY if the estimate is wrong for this machine"
+    raise ConfigError(f"{key}: {what}{whole}, but {format_bytes(limit)} of memory is {source}; {fix}{hint}")
 

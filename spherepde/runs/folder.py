@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from spherepde import __version__
+from spherepde._base import __version__
 from spherepde.runs.config import Config, config_to_toml
 from spherepde.runs.files import FolderLock, atomic_savez, atomic_write_text
 

@@ -50,7 +50,7 @@ from pathlib import Path
 
 import numpy as np
 
-from spherepde import __version__
+from spherepde._base import __version__
 from spherepde.model.energy import ENERGY_COLUMNS
 from spherepde.model.weights import (
     FrozenProcess,

@@ -299,7 +299,7 @@ class Range:
             mem = f" (it would need about {_format_bytes(need)} of memory)" if v > self.hi and need else ""
             return f"{v!r} is out of range: {self.what or 'it'} must be {bounds}{mem}"
         if need:
-            from spherepde.runs.resources import available_memory
+            from spherepde._base import available_memory
 
             limit, source = available_memory()
             if need > limit:
@@ -308,21 +308,21 @@ class Range:
 
 
 def _format_bytes(n: float) -> str:
-    from spherepde.runs.resources import format_bytes
+    from spherepde._base import format_bytes
 
     return format_bytes(n)
 
 
 def _mesh_bytes(level: float, heads: float = 4) -> float:
     """Memory of a mesh solver on the icosphere of ``level`` (20 level^2 cells)."""
-    from spherepde.runs.resources import MESH_BYTES_PER_CELL
+    from spherepde.runs.config import MESH_BYTES_PER_CELL
 
     return 20.0 * float(level) ** 2 * (MESH_BYTES_PER_CELL[0] + MESH_BYTES_PER_CELL[1] * heads)
 
 
 def _token_bytes(n: float, heads: float = 100, d: float = 3) -> float:
     """Memory of ``n`` tokens with their attention sums (up to 100 heads)."""
-    from spherepde.runs.resources import TOKEN_BYTES
+    from spherepde.runs.config import TOKEN_BYTES
 
     return float(n) * d * (TOKEN_BYTES[0] + TOKEN_BYTES[1] * heads)
 

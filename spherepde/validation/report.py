@@ -125,7 +125,7 @@ def run_validation(
     ValueError : unknown size or study name.
     OutputExistsError : ``out`` exists and is not empty and ``force`` is False.
     """
-    from spherepde import __version__
+    from spherepde._base import __version__
     from spherepde.validation.common import StudyPreconditionError, save_json
 
     if size not in SIZES:
@@ -289,7 +289,7 @@ def _largest(v) -> float:
 
 def _check_grids(name: str, p: dict, changed: set) -> None:
     """The weight path a changed final time or step implies must fit in memory (ValueError naming the keys)."""
-    from spherepde.runs.resources import available_memory, format_bytes
+    from spherepde._base import available_memory, format_bytes
     from spherepde.validation.common import path_bytes
 
     for tk, dk, hk in _GRIDS:

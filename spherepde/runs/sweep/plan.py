@@ -403,7 +403,7 @@ def _check_size(zipped: dict, grid: dict) -> None:
     n_list = len(next(iter(zipped.values()))) if zipped else 1
     n = n_list * math.prod(len(v) for v in grid.values())
     need = n * RUN_PLAN_BYTES
-    from spherepde.runs.resources import available_memory, format_bytes
+    from spherepde._base import available_memory, format_bytes
 
     limit, source = available_memory()
     if n <= MAX_RUNS and need <= limit:

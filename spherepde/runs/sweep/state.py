@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from spherepde import __version__
+from spherepde._base import __version__
 from spherepde.runs.config import Config, ConfigError, load_config
 from spherepde.runs.files import atomic_write_text, jsonable
 from spherepde.runs.sweep.plan import (
