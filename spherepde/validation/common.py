@@ -1,4 +1,5 @@
-"""Helpers shared by the validation studies: rate fits, tables, JSON."""
+"""Helpers shared by the validation studies: tables, JSON, checks and claims (fits and
+time averages: :mod:`spherepde.model.statistics`)."""
 
 from __future__ import annotations
 
@@ -20,8 +21,6 @@ __all__ = [
     "checks_line",
     "claim_sentence",
     "figure_path",
-    "fit_power_law",
-    "fit_rate",
     "markdown_table",
     "paper_claim",
     "require",
@@ -31,33 +30,6 @@ __all__ = [
     "solver_check",
     "to_jsonable",
 ]
-
-
-def fit_rate(h, err) -> float:
-    """Slope of log(err) against log(h) by least squares (the observed convergence order)."""
-    h = np.asarray(h, float)
-    err = np.asarray(err, float)
-    ok = (h > 0) & (err > 0) & np.isfinite(err)
-    if ok.sum() < 2:
-        return float("nan")
-    return float(np.polyfit(np.log(h[ok]), np.log(err[ok]), 1)[0])
-
-
-def fit_power_law(x, y) -> dict:
-    """Fit y = a x^b in log-log; returns a, b and the standard error of b (nan with 2 points)."""
-    x = np.log(np.asarray(x, float))
-    y = np.log(np.asarray(y, float))
-    n = x.size
-    A = np.vstack([x, np.ones(n)]).T
-    coef, res, *_ = np.linalg.lstsq(A, y, rcond=None)
-    b, loga = coef
-    if n > 2:
-        resid = y - A @ coef
-        s2 = float(resid @ resid) / (n - 2)
-        se = math.sqrt(s2 / float(((x - x.mean()) ** 2).sum()))
-    else:
-        se = float("nan")
-    return {"a": float(math.exp(loga)), "b": float(b), "b_stderr": se}
 
 
 def markdown_table(headers, rows, fmt: str = "{:.4g}") -> str:

@@ -78,12 +78,11 @@ import time
 
 import numpy as np
 
+from spherepde.model.statistics import bootstrap_exponent, fit_power_law, fit_rate, time_average
 from spherepde.validation import common as _v
 from spherepde.validation.common import (
     checks_line,
     claim_sentence,
-    fit_power_law,
-    fit_rate,
     paper_claim,
     require,
     require_finite,
@@ -233,16 +232,6 @@ def record_times(T: float, record_dt: float, weights_dt: float) -> list[float]:
     return [float(x) for x in np.round(np.arange(0.0, T + 0.5 * record_dt, record_dt) / weights_dt) * weights_dt]
 
 
-def time_average(t, y, t0: float) -> float:
-    """Trapezoid average of y over t >= t0."""
-    t = np.asarray(t, float)
-    y = np.asarray(y, float)
-    sel = t >= t0 - 1e-9
-    if sel.sum() < 2:
-        return float(y[sel].mean()) if sel.any() else float("nan")
-    return float(np.trapezoid(y[sel], t[sel]) / (t[sel][-1] - t[sel][0]))
-
-
 def ou_path(H: int, T: float, dt: float, seed: int):
     """The paper's OU weight path (sigma^2 = 2, D(0) = G + G^T, s = -1), exact transition on a dt grid."""
     from spherepde.model.weights import OUProcess, generate_weight_path
@@ -325,22 +314,6 @@ def t_interval(values, level: float = 0.95) -> tuple[float, float, float, float]
     sd = float(v.std(ddof=1))
     half = float(stats.t.ppf(0.5 + level / 2, v.size - 1)) * sd / math.sqrt(v.size)
     return m, sd, m - half, m + half
-
-
-def bootstrap_b(Hs, per_H, B: int, seed: int = 0) -> tuple[float, float]:
-    """95 % percentile interval of b (mean per H ~ H^b), resampling paths within each H (nan with < 2 paths)."""
-    if len(Hs) < 2 or min(len(v) for v in per_H) < 2:
-        return float("nan"), float("nan")
-    rng = np.random.default_rng(seed)
-    bs = []
-    for _ in range(B):
-        means = [np.mean(rng.choice(v, size=len(v), replace=True)) for v in per_H]
-        if np.all(np.asarray(means) > 0):
-            bs.append(fit_power_law(Hs, means)["b"])
-    if not bs:
-        return float("nan"), float("nan")
-    lo, hi = np.percentile(bs, [2.5, 97.5])
-    return float(lo), float(hi)
 
 
 def observed_order(d_coarse: float, d_fine: float, ratio: float) -> float:
@@ -564,7 +537,7 @@ def _exponent(res, p, log) -> dict:
         per_H = out[f"{w}_tavg"]
         means = [float(np.mean(v)) for v in per_H]
         f = fit_power_law(Hs, means) if len(Hs) >= 2 and all(x > 0 for x in means) else {"a": float("nan"), "b": float("nan"), "b_stderr": float("nan")}
-        f["ci95"] = list(bootstrap_b(Hs, per_H, int(p["bootstrap"])))
+        f["ci95"] = list(bootstrap_exponent(Hs, per_H, resamples=int(p["bootstrap"]), min_runs=2))
         out[f"{w}_mean"] = means
         out[f"{w}_fit"] = f
     return out

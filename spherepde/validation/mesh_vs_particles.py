@@ -36,7 +36,7 @@ Distances at every record time (:mod:`spherepde.solvers.distances`):
 h-study: every level against one particle run (n = ``n_ref``, default max n_list, seed 0),
 and against the finest level (L1 and W1 "self", energy and G^2 differences: no sampling noise).
 n-study: every n (several seeds for small n, distances averaged) against the finest level.
-Rates are least-squares log-log slopes (``validation.common.fit_rate``).
+Rates are least-squares log-log slopes (``spherepde.model.statistics.fit_rate``).
 
 Theory (REFERENCES.md): upwind is O(h) in L1 for smooth densities and O(h^{1/2}) in W1
 for measure solutions (Delarue--Lagoutiere--Vauchelet); the W1 distance of n iid samples
@@ -78,8 +78,9 @@ import time
 
 import numpy as np
 
+from spherepde.model.statistics import fit_rate
 from spherepde.validation import common as _v
-from spherepde.validation.common import checks_line, figure_path, fit_rate, markdown_table, require, require_finite, solver_check, study_params
+from spherepde.validation.common import checks_line, figure_path, markdown_table, require, require_finite, solver_check, study_params
 
 NAME = "mesh_vs_particles"
 TITLE = "Mesh solver versus particle solver: convergence in mesh size h and token count n"

@@ -12,8 +12,8 @@ weights by Euler--Maruyama on the same grid, recorded every ``record_every`` ste
   draw of D_h(0) and of the tokens.
 
 Per path: G^2(t); its time average over t >= ``t_avg`` (paper: 2.5) and over the second
-half; per H the mean over paths; a log-log fit mean = a H^b (``validation.common.fit_power_law``)
-with a 95 % bootstrap interval for b (paths resampled with replacement within each H);
+half; per H the mean over paths; a log-log fit mean = a H^b (``spherepde.model.statistics.fit_power_law``)
+with a 95 % bootstrap interval for b (``spherepde.model.statistics.bootstrap_exponent``: paths resampled with replacement within each H);
 the energy balance along path 0 (Delta E, int G^2, int d_tE, M_t, the paper-form and the
 exact chain-rule residuals); token snapshots at T - 4, T - 2, T (t = 16, 18, 20 for T = 20)
 for the largest H.
@@ -56,8 +56,9 @@ import time
 
 import numpy as np
 
+from spherepde.model.statistics import bootstrap_exponent, fit_power_law, time_average
 from spherepde.validation import common as _v
-from spherepde.validation.common import checks_line, claim_sentence, fit_power_law, markdown_table, paper_claim, require_finite, save_figure, study_params
+from spherepde.validation.common import checks_line, claim_sentence, markdown_table, paper_claim, require_finite, save_figure, study_params
 
 NAME = "paper_section6"
 TITLE = "The paper's Section 6: G^2 against the number of heads, OU and oscillating weights"
@@ -182,16 +183,6 @@ def _n_paths(p, regime, H) -> int:
     return int(p["paths_H"].get(fam, {}).get(H, p["paths"][fam]))
 
 
-def _time_average(t, y, t0, t1=None) -> float:
-    t = np.asarray(t, float)
-    y = np.asarray(y, float)
-    t1 = t[-1] if t1 is None else t1
-    sel = (t >= t0 - 1e-9) & (t <= t1 + 1e-9)
-    if sel.sum() < 2:
-        return float(y[sel].mean()) if sel.any() else float("nan")
-    return float(np.trapezoid(y[sel], t[sel]) / (t[sel][-1] - t[sel][0])) if hasattr(np, "trapezoid") else float(np.trapz(y[sel], t[sel]) / (t[sel][-1] - t[sel][0]))  # noqa: NPY201 (numpy < 2)
-
-
 def _seed(regime: str, H: int, j: int, base: int = 0) -> int:
     r = {"ou": 1, "osc-shift": 2, "osc-in-phase": 3, "osc-figure": 4}[regime]
     return base + 100_000 * r + 1000 * H + j
@@ -226,22 +217,6 @@ def _particle_path_run(p, regime, H, j, want_snap):
     return out
 
 
-def _bootstrap_b(Hs, per_H, B: int, seed: int = 0):
-    """95 % percentile interval of b, resampling paths within each H (nan with < 2 paths for some H)."""
-    if min(len(v) for v in per_H) < 2:
-        return float("nan"), float("nan")
-    rng = np.random.default_rng(seed)
-    bs = []
-    for _ in range(B):
-        means = [np.mean(rng.choice(v, size=len(v), replace=True)) for v in per_H]
-        if np.all(np.asarray(means) > 0):
-            bs.append(fit_power_law(Hs, means)["b"])
-    if not bs:
-        return float("nan"), float("nan")
-    lo, hi = np.percentile(bs, [2.5, 97.5])
-    return float(lo), float(hi)
-
-
 def _particles(p, log) -> dict:
     Hs = list(p["H"])
     T = float(p["T"])
@@ -260,8 +235,8 @@ def _particles(p, log) -> dict:
             t = runs[0]["t"]
             reg["t"] = t
             reg["paths"].append(n_paths)
-            reg["tavg"].append([_time_average(t, r["G2"], float(p["t_avg"])) for r in runs])
-            reg["tavg_half"].append([_time_average(t, r["G2"], 0.5 * T) for r in runs])
+            reg["tavg"].append([time_average(t, r["G2"], float(p["t_avg"])) for r in runs])
+            reg["tavg_half"].append([time_average(t, r["G2"], 0.5 * T) for r in runs])
             G = np.asarray([r["G2"] for r in runs])
             reg["G2_mean_curve"].append(G.mean(axis=0).tolist())
             late = np.asarray(t) >= float(p["t_avg"]) - 1e-9
@@ -292,7 +267,7 @@ def _particles(p, log) -> dict:
             reg[key + "_mean"] = means
             if len(Hs) >= 2 and all(m > 0 for m in means):
                 f = fit_power_law(Hs, means)
-                f["ci95"] = list(_bootstrap_b(Hs, reg[key], int(p["bootstrap"])))
+                f["ci95"] = list(bootstrap_exponent(Hs, reg[key], resamples=int(p["bootstrap"]), min_runs=2))
             else:
                 f = {"a": float("nan"), "b": float("nan"), "b_stderr": float("nan"), "ci95": [float("nan")] * 2}
             reg[fitkey] = f
@@ -354,8 +329,8 @@ def _mesh(p, log) -> dict:
                     "mesh_energy": [r["energy"] for r in mrows], "particles_energy": [r["energy"] for r in prows],
                     "mesh_edi_exact": [r["edi_exact"] for r in mrows], "mesh_edi_paper": [r["edi_paper"] for r in mrows],
                     "mesh_rho_max": [r["rho_max"] for r in mrows], "mesh_steps": int(ms.step_count),
-                    "mesh_tavg": _time_average(times, gm, ta), "particles_tavg": _time_average(times, gp, ta),
-                    "mesh_tavg_half": _time_average(times, gm, 0.5 * T), "particles_tavg_half": _time_average(times, gp, 0.5 * T),
+                    "mesh_tavg": time_average(times, gm, ta), "particles_tavg": time_average(times, gp, ta),
+                    "mesh_tavg_half": time_average(times, gm, 0.5 * T), "particles_tavg_half": time_average(times, gp, 0.5 * T),
                     "G2_rel_L2_diff": float(np.sqrt(np.trapezoid((gm - gp) ** 2, times) / np.trapezoid(gp**2, times)))
                     if hasattr(np, "trapezoid") else float(np.sqrt(np.trapz((gm - gp) ** 2, times) / np.trapz(gp**2, times))),  # noqa: NPY201 (numpy < 2)
                     "G2_rel_diff_t0": float(abs(gm[0] - gp[0]) / abs(gp[0])),
@@ -377,7 +352,7 @@ def _mesh(p, log) -> dict:
             per_H = [[v[f"{w}_tavg"] for v in out["runs"].values() if v["regime"] == regime and v["H"] == H] for H in Hs]
             means = [float(np.mean(v)) for v in per_H]
             f = fit_power_law(Hs, means) if all(x > 0 for x in means) else {"a": float("nan"), "b": float("nan"), "b_stderr": float("nan")}
-            f["ci95"] = list(_bootstrap_b(Hs, per_H, int(p["bootstrap"])))
+            f["ci95"] = list(bootstrap_exponent(Hs, per_H, resamples=int(p["bootstrap"]), min_runs=2))
             fit[f"{w}_tavg"] = per_H
             fit[f"{w}_tavg_mean"] = means
             fit[f"{w}_fit"] = f

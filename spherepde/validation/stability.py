@@ -44,8 +44,9 @@ import time
 
 import numpy as np
 
+from spherepde.model.statistics import fit_rate
 from spherepde.validation import common as _v
-from spherepde.validation.common import checks_line, fit_rate, markdown_table, require_finite, save_figure, solver_check, study_params
+from spherepde.validation.common import checks_line, markdown_table, require_finite, save_figure, solver_check, study_params
 
 #: Order of a distance at T in the size of the perturbation (expected 1: Lipschitz, differentiable flow map).
 ORDER_BAND = (0.9, 1.1, 1.0)

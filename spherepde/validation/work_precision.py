@@ -60,8 +60,9 @@ import time
 
 import numpy as np
 
+from spherepde.model.statistics import fit_rate
 from spherepde.validation import common as _v
-from spherepde.validation.common import checks_line, fit_rate, require, require_finite, save_figure, solver_check, study_params
+from spherepde.validation.common import checks_line, require, require_finite, save_figure, solver_check, study_params
 from spherepde.validation.mesh_convergence import observed_order, record_times, run_mesh, run_particles, token_seed, warm_up
 
 NAME = "work_precision"

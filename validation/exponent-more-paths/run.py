@@ -15,6 +15,7 @@ from pathlib import Path
 
 from spherepde.geometry import densities
 from spherepde.geometry.meshio import icosphere
+from spherepde.model.statistics import time_average
 from spherepde.solvers.particles import initial_tokens
 from spherepde.validation import mesh_convergence as mc
 
@@ -41,7 +42,7 @@ def main(specs):
                 for lv, (mesh, rho0) in meshes.items():
                     r = mc.run_mesh(mesh, rho0, path, times, order=P["b_order"], integrator=P["integrators"][str(P["b_order"])], cfl=P["cfl"])
                     w.writerow({"H": H, "path": j, "seed": seed, "what": "mesh", "level": lv, "n": "", "sample": "",
-                                "G2_time_avg": mc.time_average(times, r["G2"], ta), "wall_s": r["wall_s"], "steps": r["steps"]})
+                                "G2_time_avg": time_average(times, r["G2"], ta), "wall_s": r["wall_s"], "steps": r["steps"]})
                     fh.flush()
                 n = P["b_n"]
                 for s in range(P["samples"]):
@@ -49,7 +50,7 @@ def main(specs):
                     t0 = time.perf_counter()
                     r = mc.run_particles(X0, path, times, integrator=P["particle_integrator"])
                     w.writerow({"H": H, "path": j, "seed": seed, "what": "tokens", "level": "", "n": n, "sample": s,
-                                "G2_time_avg": mc.time_average(times, r["G2"], ta), "wall_s": time.perf_counter() - t0, "steps": ""})
+                                "G2_time_avg": time_average(times, r["G2"], ta), "wall_s": time.perf_counter() - t0, "steps": ""})
                     fh.flush()
                 print(f"H = {H} path {j} done", flush=True)
 

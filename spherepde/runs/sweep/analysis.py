@@ -10,14 +10,11 @@ from pathlib import Path
 
 import numpy as np
 
+from spherepde.model.statistics import MIN_BOOTSTRAP_RUNS, bootstrap_exponent, fit_power_law
 from spherepde.runs.files import atomic_write_text, jsonable
 from spherepde.runs.sweep.state import _finite
 
 __all__ = ["analyse", "axis_label", "MIN_BOOTSTRAP_RUNS"]
-
-#: A bootstrap interval for b needs at least this many runs (replicates) at every x: with
-#: two, the resampled means take three values, and the "95 %" would be a fiction.
-MIN_BOOTSTRAP_RUNS = 3
 
 #: Axis labels of the common sweep keys (others: the key's last part, then the key).
 AXIS_LABELS = {
@@ -46,28 +43,21 @@ def interval_note(res: dict) -> str:
 
 
 # ==================================================================== the analysis
-def _slope(logx: np.ndarray, logy: np.ndarray) -> np.ndarray:
-    """Least-squares slope of logy (..., n) against logx (n,)."""
-    xc = logx - logx.mean()
-    return ((logy - logy.mean(axis=-1, keepdims=True)) * xc).sum(axis=-1) / (xc @ xc)
-
-
 def analyse(table: list[dict], x: str, y: str, *, out=None, t_min: float | None = None, bootstrap: int = 1000, seed: int = 0, formats=("png", "pdf")) -> dict:
     """The aggregate study: time-averaged ``y`` against ``x`` with a power-law fit.
 
     ``table`` holds rows with the key ``x`` and the column ``mean_<y>`` (the rows of
     results.csv; only rows with status 'completed' and a finite value are used). The
     values are grouped by x and averaged over the other axes (e.g. seeds); the fit
-    y = a x^b (:func:`validation.common.fit_power_law`) is made on the group means. A
-    bootstrap over the replicates of each group (``bootstrap`` resamples) gives a 95 %
+    y = a x^b (:func:`spherepde.model.statistics.fit_power_law`) is made on the group means. A
+    bootstrap over the replicates of each group (:func:`spherepde.model.statistics.bootstrap_exponent`,
+    ``bootstrap`` resamples, seed ``seed``) gives a 95 %
     interval for b when every group has at least :data:`MIN_BOOTSTRAP_RUNS` runs (else
     ``b_ci95`` is None and ``interval_note`` says why). With ``out``, writes ``analysis.json`` and ``analysis.png/.pdf``
     (log-log: every run, per x the mean with its standard error and the 5-95 % quantile
     range of the runs, the fit). Each point of ``points`` holds mean, std, sem (standard
     error of the mean), q05, q95 and n.
     """
-    from spherepde.validation.common import fit_power_law
-
     col = f"mean_{y}"
     groups: dict[float, list[float]] = {}
     excluded = 0
@@ -93,13 +83,9 @@ def analyse(table: list[dict], x: str, y: str, *, out=None, t_min: float | None 
     if ok.sum() >= 2:
         fit = fit_power_law(xs[ok], means[ok])
         reps = [g for g, k in zip(vals, ok) if k]
-        if bootstrap > 0 and all(g.size >= MIN_BOOTSTRAP_RUNS for g in reps):
-            rng = np.random.default_rng(seed)
-            boot = np.stack([g[rng.integers(0, g.size, size=(bootstrap, g.size))].mean(axis=1) for g in reps], axis=1)
-            good = np.all(boot > 0, axis=1)
-            if good.any():
-                bs = _slope(np.log(xs[ok]), np.log(boot[good]))
-                ci = [float(np.percentile(bs, 2.5)), float(np.percentile(bs, 97.5))]
+        lo, hi = bootstrap_exponent(xs[ok], reps, resamples=bootstrap, seed=seed, min_runs=MIN_BOOTSTRAP_RUNS)
+        if math.isfinite(lo) and math.isfinite(hi):
+            ci = [lo, hi]
     result = {
         "x": x, "y": y, "column": col, "t_min": t_min,
         "a": fit["a"], "b": fit["b"], "b_stderr": fit["b_stderr"], "b_ci95": ci, "bootstrap": bootstrap, "bootstrap_seed": seed,

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from spherepde._base import __version__
+from spherepde.model.statistics import time_average
 from spherepde.runs.config import Config, ConfigError, load_config
 from spherepde.runs.files import atomic_write_text, jsonable
 from spherepde.runs.sweep.plan import (
@@ -66,14 +67,6 @@ def _config_matches(folder: Path, cfg: Config) -> bool:
         return False
 
 
-def _time_average(t: np.ndarray, y: np.ndarray) -> float:
-    if t.size == 0:
-        return float("nan")
-    if t.size == 1 or t[-1] <= t[0]:
-        return float(y[-1])
-    return float(np.sum(0.5 * (y[1:] + y[:-1]) * np.diff(t)) / (t[-1] - t[0]))
-
-
 def _finite(v) -> float | None:
     try:
         v = float(v)
@@ -99,7 +92,7 @@ def summarise_run(folder, t_min: float = 0.0, columns=SUMMARY_COLUMNS) -> dict:
     for c in columns:
         y = diag.get(c)
         row[f"final_{c}"] = _finite(y[-1]) if y is not None and y.size else None
-        row[f"mean_{c}"] = _finite(_time_average(t[sel], y[sel])) if y is not None else None
+        row[f"mean_{c}"] = _finite(time_average(t[sel], y[sel])) if y is not None else None
     return row
 
 
