@@ -157,9 +157,10 @@ def _load_snapshots(run_dir, *, strict: bool) -> RunSnapshots:
         try:
             with np.load(folder / "snapshots.npz", allow_pickle=False) as z:
                 ts = np.atleast_1d(np.asarray(z["t"], float))
-                for key in ("rho", "X"):
-                    if key in z.files:
-                        arrays[key] = list(np.asarray(z[key], float))
+                for key in z.files:  # every array is read, so a damaged or pickled one (any key) refuses the file
+                    a = z[key]
+                    if key in ("rho", "X"):
+                        arrays[key] = list(np.asarray(a, float))
         except _READ_ERRORS as exc:
             if strict:
                 raise _unreadable(folder / "snapshots.npz", exc) from None
@@ -171,7 +172,8 @@ def _load_snapshots(run_dir, *, strict: bool) -> RunSnapshots:
             try:
                 with np.load(f, allow_pickle=False) as z:
                     t = float(z["t"])
-                    vals = {k: np.array(z[k], float) for k in ("rho", "X") if k in z.files}
+                    everything = {k: z[k] for k in z.files}  # every array is read: a damaged one (any key) refuses the file
+                    vals = {k: np.array(everything[k], float) for k in ("rho", "X") if k in everything}
             except _READ_ERRORS as exc:
                 if strict:
                     raise _unreadable(f, exc) from None
