@@ -30,10 +30,14 @@ def __getattr__(name):
         from spherepde.solvers.mesh import MeshSolver
 
         return MeshSolver
-    if name in ("run", "resume", "monte_carlo"):
-        from spherepde.runs import runner
+    if name == "run":
+        from spherepde.runs.runner import run
 
-        return getattr(runner, name)
+        return run
+    if name in ("resume", "monte_carlo"):  # either kind of folder; Monte-Carlo sits above the single run
+        from spherepde.runs import montecarlo
+
+        return getattr(montecarlo, name)
     if name in ("plot_density", "plot_particles", "plot_run", "render_animation"):
         from spherepde.viz import render
 

@@ -17,7 +17,8 @@ from spherepde.cli.main import main
 from spherepde.model.weights import OUProcess, generate_weight_path
 from spherepde.runs.compare import CompareError, compare_runs, default_out, path_fit_error
 from spherepde.runs.config import config_to_toml, default_config
-from spherepde.runs.runner import monte_carlo, read_diagnostics, run
+from spherepde.runs.montecarlo import monte_carlo
+from spherepde.runs.runner import read_diagnostics, run
 from spherepde.viz import plots
 
 BOTH = {

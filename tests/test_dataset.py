@@ -10,7 +10,7 @@ import pytest
 
 import spherepde as sp
 from spherepde.cli.main import main
-from spherepde.runs import runner
+from spherepde.runs import montecarlo, runner
 from spherepde.runs.config import default_config
 
 xr = pytest.importorskip("xarray")  # a dependency: installed with the package
@@ -22,7 +22,7 @@ def _run(tmp_path_factory, name, **over):
     out = tmp_path_factory.mktemp("runs") / name
     cfg = default_config().with_overrides({**TINY, **over})
     if cfg.montecarlo.paths > 1:
-        runner.monte_carlo(cfg, out=out, progress=False)
+        montecarlo.monte_carlo(cfg, out=out, progress=False)
     else:
         runner.run(cfg, out=out, progress=False)
     return out

@@ -16,9 +16,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import spherepde as sp
 from spherepde import __version__
 from spherepde.model.weights import WeightPath
-from spherepde.runs import runner
+from spherepde.runs import montecarlo, runner
 from spherepde.runs.config import ConfigError, load_config
 
 BASE = """
@@ -355,8 +356,19 @@ def test_sigkill_mid_run_then_resume(tmp_path):
 def mc_run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("mc")
     _, cfg = make_config(tmp, T=0.1, extra="[montecarlo]\npaths = 3\n")
-    res = runner.monte_carlo(cfg, out=tmp / "mc", progress=False)
+    res = montecarlo.monte_carlo(cfg, out=tmp / "mc", progress=False)
     return cfg, res
+
+
+def test_monte_carlo_sits_above_the_single_run(mc_run):
+    # runner never imports montecarlo: its resume refuses a Monte-Carlo folder, montecarlo.resume (spherepde.resume) continues it
+    cfg, res = mc_run
+    with pytest.raises(runner.RunFolderError, match="Monte-Carlo folder; continue it with spherepde.resume"):
+        runner.resume(res.folder, progress=False)
+    with pytest.raises(runner.RunFolderError, match="extend its path-NNN runs one by one"):
+        montecarlo.resume(res.folder, overrides={"solver.T": 0.2}, progress=False)
+    assert montecarlo.resume(res.folder, progress=False).status == "completed"
+    assert sp.resume is montecarlo.resume and sp.monte_carlo is montecarlo.monte_carlo and sp.run is runner.run
 
 
 def test_monte_carlo_folders_and_aggregates(mc_run):
@@ -392,7 +404,7 @@ def test_monte_carlo_refuses_existing_folder(mc_run):
     cfg, res = mc_run
     before = folder_state(res.folder)
     with pytest.raises(runner.RunExistsError):
-        runner.monte_carlo(cfg, out=res.folder, progress=False)
+        montecarlo.monte_carlo(cfg, out=res.folder, progress=False)
     assert folder_state(res.folder) == before
 
 
@@ -410,7 +422,7 @@ def test_monte_carlo_interrupted_then_resumed(mc_run, tmp_path, monkeypatch):
 
     monkeypatch.setattr(runner._SigintGuard, "__enter__", enter)
     folder = tmp_path / "mc"
-    res = runner.monte_carlo(cfg, out=folder, progress=False)
+    res = montecarlo.monte_carlo(cfg, out=folder, progress=False)
     monkeypatch.undo()
     assert res.status == "interrupted"
     assert json.loads((folder / "summary.json").read_text())["status"] == "interrupted"
@@ -419,7 +431,7 @@ def test_monte_carlo_interrupted_then_resumed(mc_run, tmp_path, monkeypatch):
     assert not (folder / "path-002").exists()
     assert not (folder / "diagnostics_mean.csv").exists()
 
-    done = runner.resume(folder, progress=False)
+    done = montecarlo.resume(folder, progress=False)
     assert done.status == "completed"
     for name in ("diagnostics_mean.csv", "diagnostics_std.csv"):
         assert (folder / name).read_text() == (ref.folder / name).read_text()
@@ -464,7 +476,7 @@ def test_monte_carlo_bad_input_writes_nothing(tmp_path):
     _, cfg = make_config(tmp_path, T=0.05, extra="[montecarlo]\npaths = 2\n")
     cfg = cfg.with_overrides({"initial.kind": "file", "initial.file": str(evil)})
     with pytest.raises(ValueError, match="initial.file"):
-        runner.monte_carlo(cfg, out=tmp_path / "mc", progress=False)
+        montecarlo.monte_carlo(cfg, out=tmp_path / "mc", progress=False)
     assert not (tmp_path / "mc").exists() and not marker.exists()
 
 

@@ -13,7 +13,8 @@ import pytest
 from spherepde.cli.main import main
 from spherepde.geometry.meshio import icosphere
 from spherepde.runs.config import config_to_toml, default_config
-from spherepde.runs.runner import monte_carlo, read_diagnostics, run
+from spherepde.runs.montecarlo import monte_carlo
+from spherepde.runs.runner import read_diagnostics, run
 from spherepde.viz import plots
 from spherepde.viz import render as viz
 

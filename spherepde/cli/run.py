@@ -72,7 +72,9 @@ def cmd_run(args) -> int:
             cfg = cfg.with_overrides({"run.name": run_name(cfg, overrides)})
         progress = False if args.quiet else None
         if cfg.montecarlo.paths > 1:
-            return runner.monte_carlo(cfg, out=args.out, force=args.force, progress=progress)
+            from spherepde.runs.montecarlo import monte_carlo
+
+            return monte_carlo(cfg, out=args.out, force=args.force, progress=progress)
         return runner.run(cfg, out=args.out, force=args.force, progress=progress)
 
     return _run_errors(args, call, before_start="interrupted before the run started; nothing to resume")
@@ -120,13 +122,13 @@ def _print_distances(folder, fin: dict) -> None:
 
 
 def cmd_resume(args) -> int:
-    from spherepde.runs import runner
-
     def call():
         from spherepde.runs.config import parse_override
 
         overrides = dict(parse_override(s) for s in (args.set or []))
-        return runner.resume(args.run_dir, progress=False if args.quiet else None, overrides=overrides, force=args.force)
+        from spherepde.runs.montecarlo import resume
+
+        return resume(args.run_dir, progress=False if args.quiet else None, overrides=overrides, force=args.force)
 
     return _run_errors(args, call, before_start="interrupted before the run continued; the run folder is unchanged")
 

@@ -3,6 +3,9 @@
 ``OUT/path-NNN`` are ordinary run folders (seeds ``weights.seed + k``); ``OUT`` gathers
 their mean, standard deviation and 5-95 % quantiles per record (``diagnostics_mean.csv``
 and friends) and a summary. Resuming the folder resumes its unfinished paths.
+
+:func:`resume` continues either kind of folder (``spherepde.resume``, ``spherepde resume``):
+Monte-Carlo sits above the single run (:mod:`spherepde.runs.runner`), which never imports it.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from spherepde.runs.folder import (
     RunFolderError,
     _acquire,
     _check_config_unchanged,
+    _check_layout,
     _check_out_path,
     _create_folder,
     _damaged,
@@ -45,13 +49,13 @@ from spherepde.runs.runner import (
     build_solver,
     build_weight_path,
     default_run_name,
-    resume,
     run,
 )
+from spherepde.runs.runner import resume as resume_run
 
 log = logging.getLogger(__name__)
 
-__all__ = ["monte_carlo"]
+__all__ = ["monte_carlo", "resume"]
 
 
 def monte_carlo(cfg: Config, *, paths: int | None = None, out=None, force: bool = False, progress: bool | None = None) -> RunResult:
@@ -143,7 +147,7 @@ def _monte_carlo_paths_logged(cfg: Config, folder: Path, paths: int, *, progress
         if status == "completed":
             res = RunResult(sub, "completed", read_diagnostics(sub / "diagnostics.csv"))
         elif resuming and (sub / "config.toml").is_file() and ((sub / MARKER).is_file() or any(p.exists() for p in _RunFolder(sub).checkpoint_paths())):
-            res = resume(sub, progress=progress)
+            res = resume_run(sub, progress=progress)
         else:
             res = run(cfg, out=sub, force=resuming, progress=progress, seed=seed)
         if res.status != "completed":
@@ -184,3 +188,20 @@ def _resume_monte_carlo(folder: Path, summary: dict, *, progress, force: bool = 
         raise
     return _mc_execute(cfg, folder, paths, lock=lock, progress=progress, resuming=True)
 
+
+def resume(folder, *, progress: bool | None = None, overrides: dict | None = None, force: bool = False) -> RunResult:
+    """Continue a run or a Monte-Carlo folder from where it stopped.
+
+    A Monte-Carlo folder resumes its unfinished ``path-NNN`` runs and aggregates them
+    (``overrides`` are refused: extend its paths one by one); any other folder is
+    :func:`spherepde.runs.runner.resume` (which documents ``overrides`` and ``force``).
+    """
+    folder = Path(folder)
+    if folder.is_dir() and (folder / "config.toml").exists():
+        _check_layout(folder)
+        summary = _read_summary(folder)
+        if "paths" in summary:  # a Monte-Carlo folder
+            if overrides:
+                raise RunFolderError(f"{folder} is a Monte-Carlo folder; extend its path-NNN runs one by one (spherepde resume PATH --set solver.T=...)")
+            return _resume_monte_carlo(folder, summary, progress=progress, force=force)
+    return resume_run(folder, progress=progress, overrides=overrides, force=force)

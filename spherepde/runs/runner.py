@@ -94,7 +94,7 @@ from spherepde.runs.progress import ProgressBar
 
 log = logging.getLogger(__name__)
 
-__all__ = ["MARKER", "LOCK_FILE", "RunExistsError", "RunLockedError", "RunFolderError", "read_diagnostics", "monte_carlo", "DT_FLOOR", "STEP_GROWTH", "MAX_STEPS", "MIN_STEPS_CHECKED", "RunFailedError", "RunAborted", "NonFiniteDiagnostic", "StepBudgetError", "Interrupted", "RunResult", "build_weight_path", "build_mesh", "build_initial_density", "build_initial_tokens", "build_solver", "default_run_name", "run", "EXTEND_KEYS", "resume"]
+__all__ = ["MARKER", "LOCK_FILE", "RunExistsError", "RunLockedError", "RunFolderError", "read_diagnostics", "DT_FLOOR", "STEP_GROWTH", "MAX_STEPS", "MIN_STEPS_CHECKED", "RunFailedError", "RunAborted", "NonFiniteDiagnostic", "StepBudgetError", "Interrupted", "RunResult", "build_weight_path", "build_mesh", "build_initial_density", "build_initial_tokens", "build_solver", "default_run_name", "run", "EXTEND_KEYS", "resume"]
 
 
 #: Floor on the mesh solver's time step, relative to T: a smaller step fails the run.
@@ -806,12 +806,8 @@ def resume(folder, *, progress: bool | None = None, overrides: dict | None = Non
         raise FileNotFoundError(f"{folder} is not a spherepde run folder (no config.toml)")
     _check_layout(folder)
     summary = _read_summary(folder)
-    if "paths" in summary:  # a Monte-Carlo folder
-        if overrides:
-            raise RunFolderError(f"{folder} is a Monte-Carlo folder; extend its path-NNN runs one by one (spherepde resume PATH --set solver.T=...)")
-        from spherepde.runs.montecarlo import _resume_monte_carlo
-
-        return _resume_monte_carlo(folder, summary, progress=progress, force=force)
+    if "paths" in summary:  # a Monte-Carlo folder: spherepde.runs.montecarlo.resume continues it
+        raise RunFolderError(f"{folder} is a Monte-Carlo folder; continue it with spherepde.resume (spherepde.runs.montecarlo.resume)")
     progress = sys.stderr.isatty() if progress is None else progress
     lock = _folder_lock(folder)
     _acquire(lock, folder, force=force)
@@ -912,10 +908,3 @@ def _restart(folder: Path, cfg: Config, rf: _RunFolder, summary: dict, *, lock, 
             _write_marker(folder, cfg, "run")
 
     return _execute(cfg, rf, solver, path, mesh, lock=lock, start_record=0, wall0=wall0, progress=progress, fresh=True, estimate=estimate, before=clear)
-
-
-def monte_carlo(cfg: Config, *, paths: int | None = None, out=None, force: bool = False, progress: bool | None = None) -> RunResult:
-    """Run ``cfg`` over several weight-noise paths (:func:`spherepde.runs.montecarlo.monte_carlo`)."""
-    from spherepde.runs.montecarlo import monte_carlo as _mc
-
-    return _mc(cfg, paths=paths, out=out, force=force, progress=progress)

@@ -27,10 +27,10 @@ __all__ = ["execute_run", "SweepResult", "run_sweep"]
 
 
 def _fresh_run(cfg: Config, folder: Path):
-    from spherepde.runs import runner
+    from spherepde.runs import montecarlo, runner
 
     if cfg.montecarlo.paths > 1:
-        return runner.monte_carlo(cfg, out=folder, force=True, progress=False)
+        return montecarlo.monte_carlo(cfg, out=folder, force=True, progress=False)
     return runner.run(cfg, out=folder, force=True, progress=False)
 
 
@@ -57,11 +57,11 @@ def execute_run(task: dict) -> dict:
         if state == "completed" and _config_matches(folder, cfg):
             out["action"] = "skipped"
         elif state == "resumable" and _config_matches(folder, cfg):
-            from spherepde.runs import runner
+            from spherepde.runs import montecarlo
 
             out["action"] = "resumed"
             try:
-                runner.resume(folder, progress=False)
+                montecarlo.resume(folder, progress=False)
             except (FileNotFoundError, ValueError, KeyError) as exc:  # no usable checkpoint: start again
                 log.warning("run %d: cannot resume %s (%s); running it again from the start", index, folder, exc)
                 out["action"] = "run"
