@@ -503,10 +503,7 @@ def _summary(res: dict) -> str:
 def plot(results: dict, out_dir) -> list:
     """Figures: rate error vs h per l, measured vs exact rates, uniform-energy error vs h,
     rigid-rotation error vs h. Axes labelled with units, legends beside the data."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # the backend is the caller's (MPLBACKEND); headless machines get Agg
 
     from spherepde.viz.figstyle import data_ticks, finish_figure, legend_outside
 

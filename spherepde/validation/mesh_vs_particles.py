@@ -520,10 +520,7 @@ def plot(results, out_dir) -> list:
     """Figures per case: W1 between mesh and tokens over time, errors at T against the mesh
     size h and against the number of tokens n; G²(t) of every mesh and token run. Axes
     labelled with units, ticks at the studied h and n, legends beside the data."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # the backend is the caller's (MPLBACKEND); headless machines get Agg
 
     from spherepde.viz.figstyle import data_ticks, finish_figure, legend_outside
 

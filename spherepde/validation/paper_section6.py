@@ -552,10 +552,7 @@ def plot(results, out_dir) -> list:
     """Figures: G²(t) per regime and H, the time-averaged G² against H with the fitted
     power laws, the energy-balance terms, token snapshots, mesh-versus-token G² and
     density maps (the mesh's cells). Axes labelled with units, legends beside the data."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # the backend is the caller's (MPLBACKEND); headless machines get Agg
 
     from spherepde.viz.figstyle import data_ticks, finish_figure, legend_outside
 

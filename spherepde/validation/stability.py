@@ -430,10 +430,7 @@ def plot(results, out_dir) -> list:
     """Figures: growth of initial perturbations over time, distance at T against the
     weight perturbation, and the mesh's perturbed-rho_0 growth. Axes labelled with units,
     legends beside the data."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # the backend is the caller's (MPLBACKEND); headless machines get Agg
 
     from spherepde.viz.figstyle import data_ticks, finish_figure, legend_outside
 

@@ -526,10 +526,7 @@ def _summary(res: dict) -> str:
 def plot(results: dict, out_dir) -> list:
     """Figures: mass drift and min rho per step; energy per step; EDI residuals vs dt and
     vs h. Axes labelled with units, legends beside the data."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # the backend is the caller's (MPLBACKEND); headless machines get Agg
 
     from spherepde.viz.figstyle import data_ticks, finish_figure, legend_outside
 

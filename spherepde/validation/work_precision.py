@@ -461,10 +461,7 @@ def _f2(x) -> str:
 
 # ------------------------------------------------------------------------------ plot
 def plot(results, out_dir) -> list:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # the backend is the caller's (MPLBACKEND); headless machines get Agg
 
     from spherepde.viz.figstyle import finish_figure, legend_outside
 
