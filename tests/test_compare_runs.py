@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from spherepde.cli.main import main
+from spherepde.model.columns import distance_columns
 from spherepde.model.weights import OUProcess, generate_weight_path
 from spherepde.runs.compare import CompareError, compare_runs, default_out, path_fit_error
 from spherepde.runs.config import config_to_toml, default_config
@@ -71,7 +72,7 @@ def test_distances_are_labelled_by_method_and_the_flag_is_never_plotted(both_run
     # an older coupled run: w_sphere plus the 0/1 method flag w_exact
     d = read_diagnostics(both_run / "diagnostics.csv")
     old = {"t": d["t"], "energy": d["energy"], "w_sphere": d["w1_exact"], "l1_hist": d["l1_hist"], "w_exact": np.ones_like(d["t"])}
-    assert plots.distance_columns(old) == ["w_sphere", "l1_hist"]
+    assert distance_columns(old) == ["w_sphere", "l1_hist"]
     labels = [lab for lab in _labels(plots.plot_distances(old)) if "at t = 0" not in lab]
     assert len(labels) == 2 and not any("w_exact" in lab for lab in labels) and labels[0].startswith("exact $W_1$")
     old["w_exact"] = np.zeros_like(d["t"])
@@ -91,7 +92,7 @@ def test_cheap_distances_never_compute_the_exact_w1(tmp_path, monkeypatch):
     assert {"l1_hist", "w1_sliced"} <= set(d) and "w1_exact" not in d and "w_exact" not in d
     assert np.all(np.isfinite(d["w1_sliced"])) and np.all(d["w1_sliced"] > 0)
     res = run(default_config().with_overrides({**BOTH, "output.distances": "none"}), out=tmp_path / "none", progress=False)
-    assert not plots.distance_columns(res.diagnostics)
+    assert not distance_columns(res.diagnostics)
 
 
 def test_distance_cadence_leaves_nan_rows_and_the_run_completes(tmp_path):

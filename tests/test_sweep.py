@@ -163,6 +163,31 @@ def test_grid_list_combinations_and_names(tmp_path):
     assert [r.config for r in sw2.runs] == [r.config for r in sw.runs] and sw2.keys == sw.keys
 
 
+def test_any_registered_column_is_an_analysis_target(tmp_path):
+    """[analysis] y: every column of the registry (spherepde.model.columns) the sweep's runs write,
+    the distances and the token columns of both runs included; refused in one line where the runs
+    do not write it."""
+    from spherepde.model.columns import COLUMNS, solver_columns
+
+    both = 'base = "base.toml"\n[set]\n"run.solver" = "both"\n[grid]\n"model.H" = [1, 2]\n[analysis]\nx = "model.H"\n'
+    for y in ("w1_sliced", "p_G2", "l1_hist", "n_clusters"):
+        assert load_sweep(write_inputs(tmp_path, both + f'y = "{y}"\n')).analysis["y"] == y
+    particles = 'base = "base.toml"\n[grid]\n"model.H" = [1, 2]\n[analysis]\nx = "model.H"\n'
+    for y in solver_columns("particles")[2:]:
+        assert load_sweep(write_inputs(tmp_path, particles + f'y = "{y}"\n')).analysis["y"] == y
+    assert set(solver_columns("both", "all")) | {"speed_rms"} == set(COLUMNS)
+    for text, message in (
+        (particles + 'y = "w1_sliced"\n', "[analysis] y: 'w1_sliced' is not written by run.solver = 'particles'; it is written by run.solver = 'both' (run 0: model.H=1)"),
+        (particles + 'y = "p_G2"\n', "'p_G2' is not written by run.solver = 'particles'"),
+        (both + 'y = "w1_exact"\n', "[analysis] y: 'w1_exact' is not written with output.distances = 'cheap'; it needs run.solver = 'both' with output.distances = 'all'"),
+        (both + 'y = "t"\n', "[analysis] y: 't' is not a diagnostics column"),
+    ):
+        with pytest.raises(SweepError) as info:
+            load_sweep(write_inputs(tmp_path, text))
+        assert message in str(info.value) and "\n" not in str(info.value)
+    assert load_sweep(write_inputs(tmp_path, both.replace('[grid]', '"output.distances" = "all"\n[grid]') + 'y = "w1_exact"\n')).analysis["y"] == "w1_exact"
+
+
 def test_example_sweep_file_is_valid():
     sw = load_sweep(example_sweep_path("sweep-paper-G2-vs-H"))
     assert len(sw.runs) == 30 and sw.base == "example:paper-ou-particles"

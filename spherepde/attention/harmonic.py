@@ -53,11 +53,11 @@ exp(2 kappa)-fold to cancellation.
 
 Selection (:func:`moments`, called from :func:`spherepde.attention.attention_moments`):
 ``summation="fast"`` uses this path for every head that meets the tolerance;
-``"auto"`` in addition compares a cost model of both paths (measured constants) and
-takes the direct sums unless the fast path is predicted at least twice as fast
-(measured, ||A||_2 <= 6, tol 1e-10: 2x at N = 2,562 points with 4 heads, ~14x at
-10,242 with 2 heads, ~50x at 40,962 with 1 head; problems below 2e7 target-source-head
-triples are always summed directly). Fallbacks are logged once per process and reason (logger
+``"auto"`` in addition compares a cost model of both paths (:func:`predicted_costs`) and
+takes the direct sums unless the fast path is predicted at least :data:`_AUTO_MARGIN` (1.5)
+times cheaper; problems below 10^6 target-source-head triples
+(``spherepde.attention.sums._AUTO_MIN_WORK``) are always summed directly
+(``spherepde bench`` measures the speed-ups). Fallbacks are logged once per process and reason (logger
 ``spherepde.attention.harmonic``; INFO for ``auto``, WARNING for an explicit ``"fast"``).
 
 Kernels: blocks of 64 targets (or sources) share every inner loop, which LLVM

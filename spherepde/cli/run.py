@@ -9,6 +9,7 @@ import traceback
 from contextlib import contextmanager
 
 from spherepde.cli.common import fail, load_args_config
+from spherepde.model.columns import PARTICLE_PREFIX, distance_columns, is_token_column
 
 
 @contextmanager
@@ -93,10 +94,11 @@ def _report(res, quiet: bool) -> int:
         def num(v) -> str:
             return f"{v:.6g}" if v is not None else "undefined"
 
-        if any(k.startswith("p_") for k in fin):  # a both run: the mesh and its tokens side by side, then the distances
+        if any(is_token_column(k) for k in fin):  # a both run: the mesh and its tokens side by side, then the distances
             print(f"  {'':15s} {'mesh':>12s} {'tokens':>12s}")
             for k in keys:
-                print(f"  {k:15s} {num(fin[k]):>12s} {num(fin['p_' + k]) if 'p_' + k in fin else '':>12s}".rstrip())
+                p = PARTICLE_PREFIX + k
+                print(f"  {k:15s} {num(fin[k]):>12s} {num(fin[p]) if p in fin else '':>12s}".rstrip())
             _print_distances(res.folder, fin)
         else:
             for k in keys:
@@ -107,7 +109,6 @@ def _report(res, quiet: bool) -> int:
 def _print_distances(folder, fin: dict) -> None:
     """The final mesh-versus-token distances with their value at t = 0 (the sampling floor)."""
     from spherepde.runs.runner import read_diagnostics
-    from spherepde.viz.plots import distance_columns
 
     cols = [c for c in distance_columns(fin) if fin.get(c) is not None]
     if not cols:

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from spherepde.model.columns import ENERGY_COLUMNS
 from spherepde.model.velocity import HeadFields, project
 
 __all__ = [
@@ -38,32 +39,10 @@ __all__ = [
     "mean_resultant_length",
     "cluster_count",
     "EnergyBalance",
-    "DIAGNOSTIC_COLUMNS",
     "weighted_clusters",
     "cluster_table",
     "CLUSTER_SLOTS",
-    "ENERGY_COLUMNS",
 ]
-
-#: Columns common to both solvers' ``diagnostics.csv`` (mesh runs add ``mass`` and ``rho_min``).
-DIAGNOSTIC_COLUMNS = (
-    "t",
-    "step",
-    "energy",
-    "dEdt_partial",
-    "martingale",
-    "transport",
-    "G2",
-    "int_dEdt",
-    "int_transport",
-    "int_G2",
-    "edi_paper",
-    "edi_exact",
-    "mean_resultant",
-)
-
-#: The energy-based columns (undefined, NaN, for general heads).
-ENERGY_COLUMNS = DIAGNOSTIC_COLUMNS[2:12]
 
 
 def state_rates(X, w, fields: HeadFields, D, f, sigma: float, v=None) -> dict:

@@ -41,12 +41,11 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["CompareError", "CompareResult", "compare_runs", "check_dpi", "DPI_RANGE", "MAX_PIXELS", "check_weight_paths", "default_out", "path_fit_error", "SKIP_COLUMNS"]
+from spherepde.model.columns import compared, distance_columns, is_token_column
+
+__all__ = ["CompareError", "CompareResult", "compare_runs", "check_dpi", "DPI_RANGE", "MAX_PIXELS", "check_weight_paths", "default_out", "path_fit_error"]
 
 log = logging.getLogger(__name__)
-
-#: Columns never compared (counters and step sizes, not quantities of the flow).
-SKIP_COLUMNS = ("t", "step", "dt_last")
 
 _TIME_TOL = 1e-9
 
@@ -246,15 +245,15 @@ def default_out(folders, *, cwd=None) -> Path:
 
 
 def _columns(track) -> list[str]:
-    from spherepde.viz.plots import PARTICLE_PREFIX, distance_columns
-
+    """The columns of a track that compare compares (the registry's ``compare``; a token
+    track: its columns without the prefix; never the distances between mesh and tokens)."""
     cols = track.series.columns
-    dist = set(distance_columns(cols)) | {"w_exact"}
+    dist = set(distance_columns(cols))
     if track.prefix:
         out = [c[len(track.prefix):] for c in cols if c.startswith(track.prefix)]
     else:
-        out = [c for c in cols if not c.startswith(PARTICLE_PREFIX) and c not in dist]
-    return [c for c in out if c not in SKIP_COLUMNS and track.defined(c)]
+        out = [c for c in cols if not is_token_column(c) and c not in dist]
+    return [c for c in out if compared(c) and track.defined(c)]
 
 
 def _values(track, col: str) -> np.ndarray:
@@ -559,7 +558,7 @@ def _pct(x) -> str:
 def _distance_rows(tracks) -> list[dict]:
     """The mesh-versus-token distances of coupled runs with their floor: the value at t = 0,
     where the tokens are drawn from the density (sampling and smoothing, not disagreement)."""
-    from spherepde.viz.plots import distance_columns, distance_floor
+    from spherepde.viz.plots import distance_floor
 
     out, seen = [], set()
     for tr in tracks:
@@ -705,7 +704,7 @@ def _figures(tracks, diffs, ref_label, out: Path, alignment, warnings, formats, 
     seen = set()
     for tr in full:
         s = tr.series
-        if id(s) in seen or not plots.distance_columns(s.columns):
+        if id(s) in seen or not distance_columns(s.columns):
             continue
         seen.add(id(s))
         name = tr.label.split(":")[0] if ":" in tr.label else "run"

@@ -31,39 +31,12 @@ from pathlib import Path
 
 import numpy as np
 
+from spherepde.model.columns import attributes as column_attributes
 from spherepde.runs.folders import NotARunFolderError, _mc_paths, _snapshot_files, load_snapshots, run_config, run_kind
 
-__all__ = ["COLUMN_ATTRS", "RunFileError", "check_npz", "check_run_parts", "open_run", "open_sweep", "diagnostics_frame", "export_netcdf"]
+__all__ = ["RunFileError", "check_npz", "check_run_parts", "open_run", "open_sweep", "diagnostics_frame", "export_netcdf"]
 
 _DIMLESS = "1"
-#: Long names and units of the diagnostics columns (CF style: "1" is dimensionless).
-COLUMN_ATTRS = {
-    "t": ("time of the record", _DIMLESS),
-    "step": ("number of time steps taken", _DIMLESS),
-    "energy": ("interaction energy E = (1/2H) sum_h int int exp(x^T D_h y) dmu dmu", _DIMLESS),
-    "dEdt_partial": ("partial time derivative of E through the weights, with the Ito correction", _DIMLESS),
-    "martingale": ("martingale term M_t of the energy balance (Ito, left point)", _DIMLESS),
-    "transport": ("transport term int grad(dE/dmu) . v dmu", _DIMLESS),
-    "G2": ("metric slope G^2 (harmonic-mean mobility; mesh: at the cell nodes, the estimate of the continuum value)", _DIMLESS),
-    "int_dEdt": ("time integral of dEdt_partial", _DIMLESS),
-    "int_transport": ("time integral of the transport term", _DIMLESS),
-    "int_G2": ("time integral of G^2", _DIMLESS),
-    "edi_paper": ("energy-dissipation identity residual, the paper's form", _DIMLESS),
-    "edi_exact": ("energy-dissipation identity residual, exact chain-rule form", _DIMLESS),
-    "mean_resultant": ("mean resultant length |int x dmu|", _DIMLESS),
-    "mass": ("total mass sum_c rho_c |C_c|", _DIMLESS),
-    "rho_min": ("minimum cell density", "sr-1"),
-    "rho_max": ("maximum cell density", "sr-1"),
-    "dt_last": ("last time step", _DIMLESS),
-    "speed_rms": ("root-mean-square token speed", _DIMLESS),
-    "n_clusters": ("number of clusters: single-linkage groups at chordal distance 0.1 holding at least 1 % of the mass (tokens; mesh: point masses and cells denser than 5/(4 pi))", _DIMLESS),
-    "G2_scheme": ("mesh: the scheme's own metric slope (edge fluxes), the G^2 of the paper-form balance edi_paper", _DIMLESS),
-    "int_G2_scheme": ("mesh: time integral of G2_scheme", _DIMLESS),
-    "atom_mass": ("mesh: mass carried by point masses (collapsed clusters, solver.atoms)", _DIMLESS),
-    "l1_hist": ("L1 distance between the density and the smoothed token histogram", _DIMLESS),
-    "w1_sliced": ("sliced spherical 1-Wasserstein distance between density and tokens", "rad"),
-    "w1_exact": ("1-Wasserstein distance between density and tokens (geodesic cost)", "rad"),
-}
 
 
 def _xr():
@@ -253,9 +226,7 @@ def _open_single(folder: Path):
         for col, values in diag.items():
             if col == "t":
                 continue
-            long_name, units = COLUMN_ATTRS.get(col, (col, _DIMLESS))
-            if col.startswith("p_") and col[2:] in COLUMN_ATTRS:
-                long_name, units = "tokens: " + COLUMN_ATTRS[col[2:]][0], COLUMN_ATTRS[col[2:]][1]
+            long_name, units = column_attributes(col)
             data_vars[col] = ("time_diag", values, {"long_name": long_name, "units": units})
     w = _weights(folder)
     if w:

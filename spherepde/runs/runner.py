@@ -4,8 +4,8 @@ A run folder holds
 
 * ``config.toml`` -- the resolved configuration (every key);
 * ``summary.json`` -- status, versions, seed, wall time, final diagnostics;
-* ``diagnostics.csv`` -- one row per record (columns of
-  :data:`spherepde.model.energy.DIAGNOSTIC_COLUMNS` and solver extras);
+* ``diagnostics.csv`` -- one row per record (the columns of the solver:
+  :func:`spherepde.model.columns.solver_columns`);
 * ``weights.npz`` -- the weight path Theta_t that drove the run;
 * ``snapshots/NNNNNN.npz`` -- tokens ``X`` or cell densities ``rho`` with time ``t``;
   ``snapshots.npz`` gathers them (``t``, ``X``/``rho``) when the run ends;
@@ -51,7 +51,7 @@ from pathlib import Path
 import numpy as np
 
 from spherepde._base import __version__
-from spherepde.model.energy import ENERGY_COLUMNS
+from spherepde.model.columns import undefined_without_energy
 from spherepde.model.weights import (
     FrozenProcess,
     OscillatingProcess,
@@ -424,10 +424,6 @@ def _record_time(cfg: Config, r: int) -> float:
     return min(tr if abs(tr - t) <= 1e-12 * max(1.0, abs(t)) else t, cfg.solver.T)
 
 
-#: Columns that are NaN by definition for general heads (no energy).
-_UNDEFINED_WITHOUT_ENERGY = frozenset(ENERGY_COLUMNS) | {"p_" + c for c in ENERGY_COLUMNS}
-
-
 def _step_estimate(solver, cfg: Config) -> int | None:
     """Steps a run with adaptive steps should take (from the step of the current state); None for fixed steps."""
     ms = getattr(solver, "mesh_solver", solver)
@@ -487,7 +483,7 @@ def _loop(cfg: Config, rf: _RunFolder, solver, path: WeightPath, mesh, *, start_
     n_records = _n_records(cfg)
     snap_every = int(round(cfg.output.snapshot_dt / rdt))
     columns = None
-    undefined = (frozenset() if path.is_gradient else _UNDEFINED_WITHOUT_ENERGY) | getattr(solver, "may_be_nan", frozenset())
+    undefined = (frozenset() if path.is_gradient else undefined_without_energy()) | getattr(solver, "may_be_nan", frozenset())
     budget = _StepBudget(solver, cfg, estimate)
     bar = ProgressBar(round(T, 10), round(start_record * rdt, 10), enabled=progress, unit="t",
                       bar_format="{l_bar}{bar}| t={n:.3f}/{total:.3f} [{elapsed}<{remaining}{postfix}]")

@@ -4,7 +4,8 @@
 :class:`~spherepde.solvers.particles.ParticleSolver` whose tokens are sampled from the mesh's
 initial density, and records, at every record time, the mesh diagnostics (the usual
 columns), the particle diagnostics with the prefix ``p_`` and the distances between the
-two measures (:data:`DISTANCE_COLUMNS`, chosen by ``distances``):
+two measures, chosen by ``distances`` (the columns and their order:
+:func:`spherepde.model.columns.solver_columns`):
 
 * ``l1_hist`` -- L1 distance between the mesh density and a smoothed histogram of the
   tokens (:func:`spherepde.solvers.distances.l1_to_particles`), dimensionless in [0, 2];
@@ -25,18 +26,10 @@ import math
 
 import numpy as np
 
+from spherepde.model.columns import DISTANCE_MODES, PARTICLE_PREFIX, TOKEN_COLUMNS
 from spherepde.solvers.distances import SlicedW1, l1_to_particles, sample_from_density, wasserstein_sphere
 
-__all__ = ["CoupledSolver", "PARTICLE_PREFIX", "DISTANCE_COLUMNS", "DISTANCE_MODES", "SLICED_PROJECTIONS"]
-
-PARTICLE_PREFIX = "p_"
-_PARTICLE_COLUMNS = ("energy", "G2", "edi_paper", "edi_exact", "mean_resultant", "n_clusters")
-
-#: ``distances`` setting -> the distance columns it records.
-DISTANCE_MODES = {"none": (), "cheap": ("l1_hist", "w1_sliced"), "all": ("l1_hist", "w1_sliced", "w1_exact")}
-
-#: Every distance column a coupled run may write.
-DISTANCE_COLUMNS = DISTANCE_MODES["all"]
+__all__ = ["CoupledSolver", "SLICED_PROJECTIONS"]
 
 #: Number of great circles of the sliced W1 column.
 SLICED_PROJECTIONS = 100
@@ -107,7 +100,7 @@ class CoupledSolver:
     def record(self) -> dict:
         row = dict(self.mesh_solver.record())
         prow = self.particle_solver.record()
-        for k in _PARTICLE_COLUMNS:
+        for k in TOKEN_COLUMNS:
             row[PARTICLE_PREFIX + k] = prow[k]
         due = self._distances_due()
         X, rho = self.particle_solver.X, self.mesh_solver.rho

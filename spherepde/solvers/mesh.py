@@ -52,7 +52,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from spherepde.attention import SUMMATION_MODES, attention_moments
-from spherepde.model.energy import DIAGNOSTIC_COLUMNS, EnergyBalance, cluster_table, state_rates, weighted_clusters
+from spherepde.model.columns import MESH_COLUMNS
+from spherepde.model.energy import EnergyBalance, cluster_table, state_rates, weighted_clusters
 from spherepde.model.fused import fused_rates, martingale_from_moments
 from spherepde.model.velocity import HeadFields, velocity_from_fields
 from spherepde.model.weights import WeightPath
@@ -70,12 +71,9 @@ from spherepde.solvers.fv import (
 from spherepde.solvers.implicit import implicit_flux, implicit_upwind_step
 from spherepde.solvers.integrators import IMPLICIT, get_integrator
 
-__all__ = ["MESH_COLUMNS", "CFLViolation", "MeshSolver", "PositivityError", "SolverError"]
+__all__ = ["CFLViolation", "MeshSolver", "PositivityError", "SolverError"]
 
 log = logging.getLogger(__name__)
-
-#: Columns of :meth:`MeshSolver.record`: the common diagnostics plus mesh-only ones.
-MESH_COLUMNS = DIAGNOSTIC_COLUMNS + ("G2_scheme", "int_G2_scheme", "n_clusters", "atom_mass", "mass", "rho_min", "rho_max", "dt_last")
 
 #: Cells denser than this (5x the uniform density) count as concentrated mass for the cluster count.
 DENSE_FLOOR = 5.0 / (4.0 * math.pi)
@@ -735,7 +733,7 @@ class MeshSolver:
 
     # ------------------------------------------------------------------ output
     def record(self) -> dict:
-        """The diagnostics row at the current state (:data:`MESH_COLUMNS`)."""
+        """The diagnostics row at the current state (:data:`spherepde.model.columns.MESH_COLUMNS`)."""
         g = self.geom
         masses = self.rho * g.areas
         row: dict = {"t": float(self.t), "step": int(self.step_count)}

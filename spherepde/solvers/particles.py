@@ -28,6 +28,7 @@ import math
 
 import numpy as np
 
+from spherepde.model.columns import PARTICLE_COLUMNS
 from spherepde.model.energy import (
     EnergyBalance,
     cluster_table,
@@ -299,14 +300,15 @@ class ParticleSolver:
 
     # -------------------------------------------------------------------- recording
     def record(self) -> dict:
-        """The diagnostics row at the current state (docs/model.md §3)."""
+        """The diagnostics row at the current state (docs/model.md §3; the columns
+        :data:`spherepde.model.columns.PARTICLE_COLUMNS`)."""
         row = {"t": self.t, "step": self.step_count}
         ev = self._current()
         row.update(self.balance.columns(ev["rates"] if self.path.is_gradient else None))
         row["mean_resultant"] = mean_resultant_length(self.X, self.w)
         row["speed_rms"] = float(np.sqrt(np.sum(self.w * np.sum(ev["v"] ** 2, axis=1))))
         row["n_clusters"] = len(weighted_clusters(self.X, self.w, self.cluster_radius)[1])
-        return row
+        return {k: row[k] for k in PARTICLE_COLUMNS}
 
     def snapshot(self) -> dict:
         """Token positions ``X`` (n, d) and the cluster table ``clusters`` (mass, centre;

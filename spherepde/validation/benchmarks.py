@@ -18,7 +18,8 @@ machine slows both alike); only the ratios are meant to be compared across machi
 NumPy baselines are timed with OpenBLAS at its default thread count and at one thread
 (set through ctypes where possible), and the faster of the two is used.
 The report carries the core count, the Numba threading layer and the load average.
-``--quick`` uses fewer sizes and heads (~20 s; the full run ~4 min on 2 cores, most of it the direct-sum step of (e) on 20,480 cells). The same code runs as
+``--quick`` uses fewer sizes and heads (most of the full run is the direct-sum step of (e) on
+20,480 cells). The same code runs as
 ``python benchmarks/bench.py``.
 """
 

@@ -60,15 +60,12 @@ Paper claims (``b_H``): the density-level OU exponent b (path mean of <G^2> ~ H^
 (per path the mean over ``samples`` draws), each with a 95 % bootstrap interval over paths;
 reproduced only if the interval contains the paper's b = -1.
 
-Cost (2 shared cores, load average 2--3 from other work): smoke ~8 s (levels 4 / 8 / 16,
-T = 0.25, one path, n = 100 / 1000 x 3, exponent over H = 1, 4 at level 4); quick ~8 min
-(468 s measured; levels 8 / 16 / 32, T = 5, two paths, n = 200 / 20000 x 3; exponent over
-H = 1, 10 at level 16, order 2); full 4,535 s measured (levels 16 / 32 / 64, T = 20, three
-paths, n = 200 / 2000 / 20000 x 3, order 2 with Euler; exponent over H = 1, 10, 100 at level
-32 with level 16 beside it, three paths per H; report in validation/report-full/mesh_convergence).
-At full size the observed orders in h are ~0.5, outside both order bands: the density keeps
-concentrating as the mesh resolves it (max rho grows 2-3x per level), so the order checks
-fail there while the checks against the 20,000 tokens pass.
+Sizes (``SIZES``): smoke (levels 4 / 8 / 16, T = 0.25, one path, n = 100 / 1000 x 3,
+exponent over H = 1, 4 at level 4); quick (levels 8 / 16 / 32, T = 5, two paths,
+n = 200 / 20000 x 3; exponent over H = 1, 10 at level 16, order 2); full (levels 16 / 32 /
+64, T = 20, three paths, n = 200 / 2000 / 20000 x 3, order 2 with Euler; exponent over
+H = 1, 10, 100 at level 32 with level 16 beside it, three paths per H; report in
+validation/report-full/mesh_convergence, whose findings the README summarises).
 """
 
 from __future__ import annotations

@@ -67,8 +67,8 @@ h and the sampling order at t = 0 are reported, not checked: the first flattens 
 tokens' own sampling distance (0.19..0.64 depending on size and case), the second tests
 the sampling, not a solver.
 
-Cost (2 shared cores): smoke ~5 s; quick ~3 min (levels 4, 8, 12; n up to 4000; the exact
-W1 problems of up to 2880 x 4000 dominate); full (levels up to 24, n up to 16000) ~1 h.
+Sizes (``SIZES``): quick: levels 4, 8, 12, n up to 4000 (the exact W1 problems of up to
+2880 x 4000 dominate the cost); full: levels up to 24, n up to 16000.
 """
 
 from __future__ import annotations

@@ -39,14 +39,11 @@ no solver checks of its own (the solvers are checked by the other studies); fini
 curves and exponents are preconditions (:class:`spherepde.validation.common.StudyPreconditionError`).
 Every "REPRODUCED" / "NOT reproduced" in the summary is generated from the claims.
 
-Cost (2 shared cores): smoke ~5 s (T = 5, n = 100, H = 1, 4; mesh level 3); quick ~3--4 min (T = 10 and dt = 0.02 instead of the
-paper's 20 and 5e-3, 4/4/2 OU paths and 2 oscillating paths per H, mesh level 8 to T = 5);
-full (the paper's T and dt, 20 OU and 5 oscillating paths per H for the particles; mesh
-level 32, order 2, to T = 20 with H = 1, 10, 100 and 5 OU / 2 oscillating paths per H): about
-15 min for the particle part and, estimated from single runs (an H = 100 run on 20,480 cells
-at order 2 takes about 8.5 min, an H = 10 run 80 s), about 2 h for the mesh part here. The
-report in validation/report-full/paper_section6 was made at the former full size, level 16
-at order 1 (5,120 cells; 40 min for the mesh part).
+Sizes (``SIZES``): smoke (T = 5, n = 100, H = 1, 4; mesh level 3); quick (T = 10 and
+dt = 0.02 instead of the paper's 20 and 5e-3, 4/4/2 OU paths and 2 oscillating paths per H,
+mesh level 8 to T = 5); full (the paper's T and dt, 20 OU and 5 oscillating paths per H for
+the particles; mesh level 32, order 2, to T = 20 with H = 1, 10, 100 and 5 OU / 2
+oscillating paths per H).
 """
 
 from __future__ import annotations

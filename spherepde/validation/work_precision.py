@@ -43,13 +43,10 @@ Solver checks (smooth cases only: the paper case starts from bumps ~1.5 cells wi
 * particles: the order in n of the mean G^2 error within ``pn_band`` (Monte-Carlo: -1/2). It
   also sees a wrong mesh reference: the error of the tokens would stall at the discrepancy.
 
-Cost (2 cores): smoke ~10 s (levels 2 / 4 / 8, T = 0.25, the two smooth cases, n = 50 / 200 /
-800 x 4); quick ~7 min (407 s measured; levels 8 / 16 / 32, three cases, T = 2.5 for the smooth
-ones and 1.5 for the paper case, n = 200 / 2000 / 20000 x 3); full 1,550 s measured (levels
-8 / 16 / 32 / 64, T = 5 for all three cases, n = 200 / 632 / 2000 / 6325 / 20000 x 4; report in
-validation/report-full/work_precision): level 64 at order 2 costs 137 / 81 / 308 s, one draw of
-20,000 tokens 15 / 13 / 109 s. The paper case at T = 20 would take ~4x as long (~1.5 h for that
-case alone); T = 5 keeps the full size within a session.
+Sizes (``SIZES``): smoke (levels 2 / 4 / 8, T = 0.25, the two smooth cases, n = 50 / 200 /
+800 x 4); quick (levels 8 / 16 / 32, three cases, T = 2.5 for the smooth ones and 1.5 for the
+paper case, n = 200 / 2000 / 20000 x 3); full (levels 8 / 16 / 32 / 64, T = 5 for all three
+cases, n = 200 / 632 / 2000 / 6325 / 20000 x 4; report in validation/report-full/work_precision).
 """
 
 from __future__ import annotations

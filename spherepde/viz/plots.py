@@ -38,6 +38,8 @@ from pathlib import Path
 
 import numpy as np
 
+from spherepde.model.columns import PARTICLE_PREFIX, distance_columns
+
 __all__ = [
     "DISTANCE_LABELS",
     "FORMATS",
@@ -46,7 +48,6 @@ __all__ = [
     "Panel",
     "Series",
     "Track",
-    "distance_columns",
     "distance_label",
     "load_series",
     "plot_columns",
@@ -278,10 +279,6 @@ def _run_label(cfg: dict, folder=None) -> str:
 MASS_DRIFT_SPAN = 1e-12
 #: rho_min below this fraction of the peak density is zero to round-off.
 RHO_ROUNDOFF = 1e-16
-
-#: Prefix of the particle columns of a coupled run (``run.solver = "both"``).
-PARTICLE_PREFIX = "p_"
-
 
 @dataclass(frozen=True)
 class Track:
@@ -628,16 +625,6 @@ DISTANCE_LABELS = {
     "w1_sliced": r"sliced spherical $W_1$ (random great circles; rad)",
     "l1_hist": r"$L^1$ to the token histogram (vMF kernel; $\in[0, 2]$)",
 }
-
-#: Columns that are method flags, not distances (written by older coupled runs).
-_FLAG_COLUMNS = ("w_exact",)
-
-
-def distance_columns(columns) -> list[str]:
-    """Columns holding mesh-versus-particle distances (``w1_*``, ``w_*``, ``l1_*``), never
-    the method flag ``w_exact`` of older runs."""
-    return [c for c in columns if c.startswith(("w1_", "w_", "l1_")) and c not in _FLAG_COLUMNS]
-
 
 def distance_label(col: str, s: Series | None = None) -> str:
     """What a distance column is, in words (older runs: ``w_sphere`` with the flag ``w_exact``)."""

@@ -50,7 +50,6 @@ from spherepde.runs.sweep.analysis import analyse
 from spherepde.runs.sweep.execute import SweepResult, execute_run, run_sweep
 from spherepde.runs.sweep.plan import (
     INSTALL_HINT,
-    KNOWN_COLUMNS,
     SUMMARY_COLUMNS,
     DaskUnavailableError,
     Sweep,
@@ -79,6 +78,5 @@ __all__ = [
     "SweepChangedError",
     "DaskUnavailableError",
     "SUMMARY_COLUMNS",
-    "KNOWN_COLUMNS",
     "INSTALL_HINT",
 ]

@@ -15,20 +15,18 @@ from dataclasses import dataclass, fields
 from importlib import resources
 from pathlib import Path
 
+from spherepde.model.columns import COLUMNS, solver_columns, writers
 from spherepde.runs.config import Config, ConfigError, config_from_dict, load_config, read_toml_file
 
-__all__ = ["SUMMARY_COLUMNS", "KNOWN_COLUMNS", "INSTALL_HINT", "STATE_FILE", "RESULTS_FILE", "LOCK_FILE", "STATE_FORMAT", "MAX_RUNS", "check_out", "SweepError", "SweepChangedError", "DaskUnavailableError", "SweepRun", "Sweep", "example_sweep_path", "load_sweep", "sweep_hash"]
+__all__ = ["SUMMARY_COLUMNS", "INSTALL_HINT", "STATE_FILE", "RESULTS_FILE", "LOCK_FILE", "STATE_FORMAT", "MAX_RUNS", "check_out", "SweepError", "SweepChangedError", "DaskUnavailableError", "SweepRun", "Sweep", "example_sweep_path", "load_sweep", "sweep_hash"]
 
 
 #: Diagnostics summarised in ``results.csv`` (final value and time average of each).
 SUMMARY_COLUMNS = ("energy", "G2", "edi_paper", "edi_exact", "mean_resultant")
 
 
-#: Every diagnostics column a run may write (``[analysis] y`` must be one of them).
-KNOWN_COLUMNS = (
-    "t", "step", "energy", "dEdt_partial", "martingale", "transport", "G2", "int_dEdt", "int_transport", "int_G2",
-    "edi_paper", "edi_exact", "mean_resultant", "speed_rms", "n_clusters", "mass", "rho_min", "rho_max", "dt_last",
-)
+#: The valid ``[analysis] y``: every registered diagnostics column but the record time and step counter.
+_ANALYSIS_TARGETS = tuple(c for c in COLUMNS if c not in ("t", "step"))
 
 
 INSTALL_HINT = 'pip install -e ".[distributed]" in a clone (from PyPI: pip install "spherepde[distributed]")'
@@ -265,8 +263,8 @@ def _check_analysis(table, axes: dict, where: str = "[analysis]") -> dict:
         raise SweepError(f"{where} x: {x!r} is not a varied key" + (_suggest(str(x), list(axes)) if axes else ""))
     if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in axes[x]):
         raise SweepError(f"{where} x: the values of {x} must be numbers for a log-log fit")
-    if y not in KNOWN_COLUMNS or y in ("t", "step"):
-        raise SweepError(f"{where} y: {y!r} is not a diagnostics column" + _suggest(str(y), [c for c in KNOWN_COLUMNS if c not in ("t", "step")]))
+    if not isinstance(y, str) or y not in _ANALYSIS_TARGETS:
+        raise SweepError(f"{where} y: {y!r} is not a diagnostics column" + _suggest(str(y), _ANALYSIS_TARGETS))
     out = {"x": x, "y": y, "bootstrap": 1000, "bootstrap_seed": 0}
     for k, lo in (("bootstrap", 0), ("bootstrap_seed", 0)):
         if k in table:
@@ -275,6 +273,14 @@ def _check_analysis(table, axes: dict, where: str = "[analysis]") -> dict:
                 raise SweepError(f"{where} {k}: expected an integer >= {lo}, got {v!r}")
             out[k] = v
     return out
+
+
+def _not_written(y: str, cfg: Config) -> str:
+    """Why the runs of ``cfg`` have no column ``y`` (one line, with what would write it)."""
+    if cfg.run.solver == "both" and y in COLUMNS and "both" in writers(y):
+        how = "run.solver = 'both' with output.distances = 'all'" if y == "w1_exact" else "run.solver = 'both' with output.distances = 'cheap' or 'all'"
+        return f"[analysis] y: {y!r} is not written with output.distances = {cfg.output.distances!r}; it needs {how}"
+    return f"[analysis] y: {y!r} is not written by run.solver = {cfg.run.solver!r}; it is written by run.solver = " + " or ".join(repr(s) for s in writers(y))
 
 
 def _check_t_min(value, where: str) -> float:
@@ -387,6 +393,8 @@ def _build_sweep(data: dict, source: str, base_dir: Path) -> Sweep:
             raise SweepError(f"run {i} ({label}): {exc}") from None
         if t_min >= cfg.solver.T:
             raise SweepError(f"t_min = {t_min:g} must be below the final time solver.T = {cfg.solver.T:g} (run {i}: {label})")
+        if analysis is not None and analysis["y"] not in solver_columns(cfg.run.solver, cfg.output.distances):
+            raise SweepError(_not_written(analysis["y"], cfg) + f" (run {i}: {label})")
         runs.append(SweepRun(i, _run_name(i, width, params), params, cfg))
     sw = Sweep(source, base_name, fixed, axes, runs, analysis, t_min, out, description)
     sw.hash = sweep_hash(sw)

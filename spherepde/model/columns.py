@@ -1,0 +1,182 @@
+"""The columns of ``diagnostics.csv``: one registry, read by every writer and reader.
+
+Each column has a name, a long name and CF-style units (``"1"``: dimensionless model
+units; :class:`Column`), and the solvers that write it. The solvers write their columns
+in the order of :func:`solver_columns` (the column order of ``diagnostics.csv``):
+
+* ``particles``: :data:`PARTICLE_COLUMNS`;
+* ``mesh``: :data:`MESH_COLUMNS`;
+* ``both``: every mesh column, then :data:`TOKEN_COLUMNS` of the tokens with the prefix
+  :data:`PARTICLE_PREFIX`, then the distances chosen by ``output.distances``
+  (:data:`DISTANCE_MODES`).
+
+``energy`` marks the columns that are NaN by definition for general heads (no energy);
+``compare`` whether ``spherepde compare`` compares the column between runs (counters and
+step sizes are not compared; the distances are compared against their floor instead).
+:data:`LEGACY_COLUMNS` were written by coupled runs of earlier releases: readers
+recognise them, no solver writes them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = [
+    "Column",
+    "COLUMNS",
+    "SOLVERS",
+    "ENERGY_COLUMNS",
+    "PARTICLE_COLUMNS",
+    "MESH_COLUMNS",
+    "PARTICLE_PREFIX",
+    "TOKEN_COLUMNS",
+    "DISTANCE_MODES",
+    "DISTANCE_COLUMNS",
+    "LEGACY_COLUMNS",
+    "solver_columns",
+    "writers",
+    "undefined_without_energy",
+    "compared",
+    "is_token_column",
+    "distance_columns",
+    "attributes",
+]
+
+_DIMLESS = "1"
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column of ``diagnostics.csv``: ``long_name`` and ``units`` (CF style) are the
+    attributes of its variable in :func:`spherepde.runs.dataset.open_run`."""
+
+    name: str
+    long_name: str
+    units: str = _DIMLESS
+    energy: bool = False  # NaN by definition for general heads
+    compare: bool = True  # compared between runs by ``spherepde compare``
+
+
+# One entry per quantity (the p_ token columns are derived below).
+_QUANTITIES = (
+    Column("t", "time of the record", compare=False),
+    Column("step", "number of time steps taken", compare=False),
+    Column("energy", "interaction energy E = (1/2H) sum_h int int exp(x^T D_h y) dmu dmu", energy=True),
+    Column("dEdt_partial", "partial time derivative of E through the weights, with the Ito correction", energy=True),
+    Column("martingale", "martingale term M_t of the energy balance (Ito, left point)", energy=True),
+    Column("transport", "transport term int grad(dE/dmu) . v dmu", energy=True),
+    Column("G2", "metric slope G^2 (harmonic-mean mobility; mesh: at the cell nodes, the estimate of the continuum value)", energy=True),
+    Column("int_dEdt", "time integral of dEdt_partial", energy=True),
+    Column("int_transport", "time integral of the transport term", energy=True),
+    Column("int_G2", "time integral of G^2", energy=True),
+    Column("edi_paper", "energy-dissipation identity residual, the paper's form", energy=True),
+    Column("edi_exact", "energy-dissipation identity residual, exact chain-rule form", energy=True),
+    Column("mean_resultant", "mean resultant length |int x dmu|"),
+    Column("mass", "total mass sum_c rho_c |C_c| plus point masses"),
+    Column("rho_min", "minimum cell density", "sr-1"),
+    Column("rho_max", "maximum cell density", "sr-1"),
+    Column("dt_last", "last time step", compare=False),
+    Column("speed_rms", "root-mean-square token speed"),
+    Column("n_clusters", "number of clusters: single-linkage groups at chordal distance 0.1 holding at least 1 % of the mass "
+                         "(tokens; mesh: point masses and cells denser than 5/(4 pi))"),
+    Column("G2_scheme", "mesh: the scheme's own metric slope (edge fluxes), the G^2 of the paper-form balance edi_paper", energy=True),
+    Column("int_G2_scheme", "mesh: time integral of G2_scheme", energy=True),
+    Column("atom_mass", "mesh: mass carried by point masses (collapsed clusters, solver.atoms)"),
+    Column("l1_hist", "L1 distance between the density and the smoothed token histogram", compare=False),
+    Column("w1_sliced", "sliced spherical 1-Wasserstein distance between density and tokens", "rad", compare=False),
+    Column("w1_exact", "1-Wasserstein distance between density and tokens (geodesic cost)", "rad", compare=False),
+)
+
+SOLVERS = ("particles", "mesh", "both")
+
+#: The energy-based columns of every solver, in their order (NaN for general heads).
+ENERGY_COLUMNS = ("energy", "dEdt_partial", "martingale", "transport", "G2", "int_dEdt", "int_transport", "int_G2", "edi_paper", "edi_exact")
+
+_COMMON = ("t", "step") + ENERGY_COLUMNS + ("mean_resultant",)
+
+#: Columns of a particle run, in order.
+PARTICLE_COLUMNS = _COMMON + ("speed_rms", "n_clusters")
+
+#: Columns of a mesh run, in order (a ``both`` run starts with them).
+MESH_COLUMNS = _COMMON + ("G2_scheme", "int_G2_scheme", "n_clusters", "atom_mass", "mass", "rho_min", "rho_max", "dt_last")
+
+#: Prefix of the token columns of a ``both`` run.
+PARTICLE_PREFIX = "p_"
+
+#: The particle columns a ``both`` run records for its tokens (with :data:`PARTICLE_PREFIX`), in order.
+TOKEN_COLUMNS = ("energy", "G2", "edi_paper", "edi_exact", "mean_resultant", "n_clusters")
+
+#: ``output.distances`` setting -> the distance columns a ``both`` run records, in order.
+DISTANCE_MODES = {"none": (), "cheap": ("l1_hist", "w1_sliced"), "all": ("l1_hist", "w1_sliced", "w1_exact")}
+
+#: Every distance column a ``both`` run may write.
+DISTANCE_COLUMNS = DISTANCE_MODES["all"]
+
+#: Columns of coupled runs of earlier releases: ``w_sphere`` (exact or sliced W) and
+#: ``w_exact`` (a 0/1 flag naming the method of ``w_sphere``, not a distance).
+LEGACY_COLUMNS = ("w_sphere", "w_exact")
+
+
+def _token(c: Column) -> Column:
+    return Column(PARTICLE_PREFIX + c.name, "tokens: " + c.long_name, c.units, c.energy, c.compare)
+
+
+_BY_NAME = {c.name: c for c in _QUANTITIES}
+
+#: Every registered column by name: the quantities, then the token columns of ``both`` runs.
+COLUMNS: dict[str, Column] = {**_BY_NAME, **{PARTICLE_PREFIX + k: _token(_BY_NAME[k]) for k in TOKEN_COLUMNS}}
+
+
+def solver_columns(solver: str, distances: str = "cheap") -> tuple[str, ...]:
+    """The header of ``diagnostics.csv`` of a ``run.solver = solver`` run (``both``: with
+    ``output.distances = distances``)."""
+    if solver == "particles":
+        return PARTICLE_COLUMNS
+    if solver == "mesh":
+        return MESH_COLUMNS
+    if solver == "both":
+        if distances not in DISTANCE_MODES:
+            raise ValueError(f"output.distances: unknown setting {distances!r}; use {', '.join(repr(k) for k in DISTANCE_MODES)}")
+        return MESH_COLUMNS + tuple(PARTICLE_PREFIX + k for k in TOKEN_COLUMNS) + DISTANCE_MODES[distances]
+    raise ValueError(f"run.solver: unknown solver {solver!r}; use {', '.join(repr(s) for s in SOLVERS)}")
+
+
+def writers(name: str) -> tuple[str, ...]:
+    """The solvers that may write column ``name`` (empty for an unregistered name)."""
+    return tuple(s for s in SOLVERS if name in solver_columns(s, "all"))
+
+
+def undefined_without_energy() -> frozenset:
+    """Columns NaN by definition for general heads (every solver, tokens of ``both`` runs included)."""
+    return frozenset(k for k, c in COLUMNS.items() if c.energy)
+
+
+def is_token_column(name: str) -> bool:
+    """Whether ``name`` is a column of the tokens of a ``both`` run (``p_...``)."""
+    return name.startswith(PARTICLE_PREFIX)
+
+
+def compared(name: str) -> bool:
+    """Whether ``spherepde compare`` compares column ``name`` between runs (a token
+    column: by its name without the prefix). Legacy columns are not compared; a column
+    this release does not know is."""
+    if name in LEGACY_COLUMNS:
+        return False
+    c = COLUMNS.get(name)
+    return True if c is None else c.compare
+
+
+def distance_columns(columns) -> list[str]:
+    """The columns of ``columns`` holding mesh-versus-particle distances, in their order:
+    the registered ones (:data:`DISTANCE_COLUMNS`), legacy ``w_sphere`` and any other
+    ``w1_*``, ``w_*``, ``l1_*`` column; never the method flag ``w_exact`` of older runs."""
+    return [c for c in columns if c.startswith(("w1_", "w_", "l1_")) and c != "w_exact"]
+
+
+def attributes(name: str) -> tuple[str, str]:
+    """(long name, units) of column ``name``: a token column of an older run that this
+    release does not record is described by its quantity; an unknown column by its name."""
+    c = COLUMNS.get(name)
+    if c is None and is_token_column(name) and name[len(PARTICLE_PREFIX):] in _BY_NAME:
+        c = _token(_BY_NAME[name[len(PARTICLE_PREFIX):]])
+    return (c.long_name, c.units) if c is not None else (name, _DIMLESS)
