@@ -186,6 +186,9 @@ def test_any_registered_column_is_an_analysis_target(tmp_path):
             load_sweep(write_inputs(tmp_path, text))
         assert message in str(info.value) and "\n" not in str(info.value)
     assert load_sweep(write_inputs(tmp_path, both.replace('[grid]', '"output.distances" = "all"\n[grid]') + 'y = "w1_exact"\n')).analysis["y"] == "w1_exact"
+    from spherepde.runs.sweep.analysis import axis_label
+
+    assert (axis_label("G2"), axis_label("p_G2"), axis_label("w1_sliced")) == ("G²", "G² of the tokens", "w1_sliced (rad)")
 
 
 def test_example_sweep_file_is_valid():

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
+from spherepde.model.columns import COLUMNS, PARTICLE_PREFIX, is_token_column
 from spherepde.model.statistics import MIN_BOOTSTRAP_RUNS, bootstrap_exponent, fit_power_law
 from spherepde.runs.files import atomic_write_text, jsonable
 from spherepde.runs.sweep.state import _finite
@@ -29,6 +30,11 @@ def axis_label(key: str) -> str:
     """A readable axis label for a config key or a diagnostics column: "H (heads)" for model.H."""
     if key in AXIS_LABELS:
         return AXIS_LABELS[key]
+    if key in COLUMNS:  # a diagnostics column: its units from the registry (the tokens of a both run named so)
+        token = is_token_column(key)
+        base = key[len(PARTICLE_PREFIX):] if token else key
+        name = AXIS_LABELS.get(base, base) + (" of the tokens" if token else "")
+        return name if COLUMNS[key].units == "1" else f"{name} ({COLUMNS[key].units})"
     last = key.rsplit(".", 1)[-1]
     return f"{last} ({key})" if last != key else key
 
