@@ -15,7 +15,9 @@ from spherepde.model.columns import (
     COLUMNS,
     DISTANCE_MODES,
     LEGACY_COLUMNS,
+    PARTICLE_PREFIX,
     SOLVERS,
+    TOKEN_COLUMNS,
     attributes,
     compared,
     solver_columns,
@@ -76,14 +78,17 @@ def test_registry_metadata():
     assert compared("G2") and compared("n_clusters") and compared("an_unknown_column")
 
 
-def test_mesh_run_with_general_heads_completes_with_nan_energy_columns(tmp_path):
+@pytest.mark.parametrize("solver", ["mesh", "both"])
+def test_mesh_run_with_general_heads_completes_with_nan_energy_columns(tmp_path, solver):
     """G2_scheme and int_G2_scheme are energy columns (NaN for general heads): the run loop
     must not take them for a blow-up (it refused every general-heads mesh run before)."""
-    cfg = default_config().with_overrides({**TINY, "run.solver": "mesh", "model.heads": "general", "solver.velocity": "midpoint"})
+    cfg = default_config().with_overrides({**TINY, "run.solver": solver, "model.heads": "general", "solver.velocity": "midpoint"})
     res = run(cfg, out=tmp_path / "g", progress=False)
     assert res.status == "completed"
     d = res.diagnostics
-    for c in solver_columns("mesh"):
+    for c in solver_columns(solver):
+        if c in DISTANCE_MODES["all"]:
+            continue
         finite = np.all(np.isfinite(d[c]))
         assert finite != COLUMNS[c].energy, c
 
@@ -105,6 +110,9 @@ def test_readme_documents_exactly_the_registered_columns():
     assert set(COLUMNS) - named == set(), "registered but not in the README's column table"
     assert named - set(COLUMNS) - set(LEGACY_COLUMNS) == set(), "in the README's column table but not registered"
     assert set(LEGACY_COLUMNS) <= named  # the older runs' columns are explained there
+    # the token row of both runs lists the token columns in the order of diagnostics.csv
+    row = next(line for line in section.splitlines() if line.startswith("| `p_"))
+    assert tuple(re.findall(r"`(p_\w+)`", row)) == tuple(PARTICLE_PREFIX + c for c in TOKEN_COLUMNS)
     # the units of the registry agree with the table where it gives radians or sr^-1
     for c, col in COLUMNS.items():
         if col.units == "rad":
