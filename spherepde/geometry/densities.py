@@ -26,6 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
+from spherepde._base import load_arrays
+
 __all__ = [
     "cell_average",
     "from_file",
@@ -376,16 +378,15 @@ def with_noise(mesh, rho, amplitude: float, *, seed: int = 0, lmax: int = 8) -> 
 
 
 def from_file(mesh, path) -> np.ndarray:
-    """Cell values from a ``.npy`` file (shape (nc,), read with allow_pickle=False), normalised."""
+    """Cell values from a ``.npy`` file (shape (nc,), read by :func:`spherepde._base.load_arrays`), normalised."""
     path = Path(path)
     if path.is_dir():
         raise ValueError(f"{path} is a directory; give a .npy file of cell densities")
     if not path.is_file():
         raise FileNotFoundError(f"density file not found: {path}")
     try:
-        # memory-mapped: only the header is read here, so a header claiming more data than
-        # the file holds fails at once and nothing large is allocated before the shape check
-        arr = np.load(path, allow_pickle=False, mmap_mode="r")
+        # headers checked first, then memory-mapped: nothing large is allocated before the shape check
+        arr = load_arrays(path, mmap_mode="r")
     except (ValueError, OSError, EOFError) as exc:
         raise ValueError(f"cannot read {path} as a .npy array of cell densities (damaged, or not a .npy file): {' '.join(str(exc).split())}") from exc
     if isinstance(arr, np.lib.npyio.NpzFile):

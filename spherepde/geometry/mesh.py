@@ -32,6 +32,8 @@ from pathlib import Path
 
 import numpy as np
 
+from spherepde._base import atomic_file, load_arrays
+
 __all__ = [
     "MeshError",
     "SphereMesh",
@@ -542,20 +544,25 @@ class SphereMesh:
     def save(self, path) -> None:
         """Write ``points`` (float64), ``cells`` (int64) and ``name`` to ``.npz``.
 
-        The file is compressed and exact: :meth:`load` reproduces the mesh bit for bit.
+        The file is compressed and exact: :meth:`load` reproduces the mesh bit for bit; it is
+        written atomically (:func:`spherepde._base.atomic_file`), and, as NumPy does, ``.npz``
+        is appended to a name without it.
         """
-        np.savez_compressed(
-            Path(path), points=self.points, cells=self.cells, name=np.array(self.name)
-        )
+        path = Path(path)
+        if path.suffix != ".npz":
+            path = path.with_name(path.name + ".npz")
+        with atomic_file(path) as tmp, open(tmp, "wb") as fh:
+            np.savez_compressed(fh, points=self.points, cells=self.cells, name=np.array(self.name))
 
     @classmethod
     def load(cls, path) -> SphereMesh:
-        """Read a mesh written by :meth:`save` (``np.load``, ``allow_pickle=False``)."""
+        """Read a mesh written by :meth:`save` (:func:`spherepde._base.load_arrays`: headers
+        checked, nothing unpickled)."""
         path = Path(path)
         if not path.is_file():
             raise FileNotFoundError(f"mesh file not found: {str(path)!r}")
         try:
-            with np.load(path, allow_pickle=False) as data:
+            with load_arrays(path) as data:
                 missing = {"points", "cells"} - set(data.files)
                 if missing:
                     raise MeshError(

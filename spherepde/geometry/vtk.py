@@ -9,10 +9,11 @@ call), so a full disk raises an ordinary ``OSError``.
 
 from __future__ import annotations
 
-from pathlib import Path
 from xml.sax.saxutils import quoteattr
 
 import numpy as np
+
+from spherepde._base import atomic_file, atomic_write_text
 
 __all__ = ["write_density_vtp", "write_pvd", "density_polydata", "write_tokens_vtp"]
 
@@ -36,10 +37,8 @@ def write_density_vtp(mesh, rho, path, *, t: float | None = None) -> None:
     poly = density_polydata(mesh, rho)
     if t is not None:
         poly.field_data["TimeValue"] = np.array([t])
-    path = Path(path)
-    tmp = path.with_name(path.stem + ".tmp.vtp")
-    poly.save(tmp)
-    tmp.replace(path)
+    with atomic_file(path, suffix=".vtp") as tmp:
+        poly.save(tmp)
 
 
 def write_pvd(path, entries) -> None:
@@ -48,10 +47,7 @@ def write_pvd(path, entries) -> None:
     for t, fname in entries:
         lines.append(f'    <DataSet timestep="{float(t)!r}" group="" part="0" file={quoteattr(str(fname))}/>')
     lines += ["  </Collection>", "</VTKFile>", ""]
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text("\n".join(lines))
-    tmp.replace(path)
+    atomic_write_text(path, "\n".join(lines))
 
 
 def _ascii(values) -> str:
@@ -99,7 +95,4 @@ def write_tokens_vtp(X, path, *, t: float | None = None) -> None:
         "  </PolyData>\n"
         "</VTKFile>\n"
     )
-    path = Path(path)
-    tmp = path.with_name(path.stem + ".tmp.vtp")
-    tmp.write_text(text)
-    tmp.replace(path)
+    atomic_write_text(path, text)

@@ -34,6 +34,8 @@ from pathlib import Path
 
 import numpy as np
 
+from spherepde._base import atomic_savez, load_arrays
+
 __all__ = [
     "OUProcess",
     "OscillatingProcess",
@@ -240,98 +242,6 @@ def initial_matrices(kind: str, H: int, d: int, rng: np.random.Generator | None 
     raise ValueError(f"unknown initial matrix kind {kind!r}; use 'gaussian', 'identity', 'beta' or 'file'")
 
 
-def _npy_header(fh) -> tuple[tuple, np.dtype] | None:
-    """(shape, dtype) from the header of an open .npy stream (None: a format version this
-    numpy cannot parse without reading the data)."""
-    fmt = np.lib.format
-    version = fmt.read_magic(fh)
-    if version == (1, 0):
-        shape, _, dtype = fmt.read_array_header_1_0(fh)
-    elif version == (2, 0):
-        shape, _, dtype = fmt.read_array_header_2_0(fh)
-    else:
-        return None
-    return tuple(shape), np.dtype(dtype)
-
-
-def _check_claim(where: str, shape: tuple, dtype: np.dtype, stored: int) -> None:
-    """Refuse, before anything is allocated, an array whose header asks for more bytes than
-    the file holds (damaged or forged) or than the memory available, and object arrays."""
-    if dtype.hasobject:
-        raise ValueError(f"{where}: holds Python objects (dtype {dtype}), which are never loaded (nothing is unpickled); save a numeric array")
-    nbytes = math.prod(int(s) for s in shape) * dtype.itemsize
-    if nbytes > stored:
-        raise ValueError(
-            f"{where}: damaged: its header claims an array of shape {shape} ({_fmt_bytes(nbytes)}) "
-            f"but the file holds only {stored} bytes of data"
-        )
-    if nbytes > 2**28:
-        from spherepde._base import available_memory
-
-        limit, source = available_memory()
-        if nbytes > limit:
-            raise ValueError(f"{where}: the array of shape {shape} needs {_fmt_bytes(nbytes)}, but {_fmt_bytes(limit)} of memory is {source}")
-
-
-def _fmt_bytes(n: float) -> str:
-    from spherepde._base import format_bytes
-
-    return format_bytes(n)
-
-
-def _check_npy_file(path: Path) -> None:
-    with open(path, "rb") as fh:
-        try:
-            header = _npy_header(fh)
-        except ValueError as exc:
-            raise ValueError(f"{path}: not a NumPy .npy/.npz array file ({' '.join(str(exc).split())})") from None
-        if header is not None:
-            _check_claim(str(path), *header, stored=path.stat().st_size - fh.tell())
-
-
-def _check_npz_members(path: Path, names) -> None:
-    """Header checks (:func:`_check_claim`) of the members ``names`` of an .npz archive."""
-    import zipfile
-
-    with zipfile.ZipFile(path) as zf:
-        for name in names:
-            try:
-                info = zf.getinfo(f"{name}.npy")
-            except KeyError:
-                continue
-            with zf.open(info) as fh:
-                try:
-                    header = _npy_header(fh)
-                except ValueError as exc:
-                    raise ValueError(f"{path}: array {name!r} is not a NumPy array ({' '.join(str(exc).split())})") from None
-                if header is not None:
-                    _check_claim(f"{path} (array {name!r})", *header, stored=info.file_size - fh.tell())
-
-
-def _open_arrays(path: Path):
-    """``np.load`` of a .npy/.npz file after its headers were checked (no pickles, no
-    allocation a header merely claims); read errors are ValueErrors naming the file."""
-    import zipfile
-
-    if path.is_dir():
-        raise ValueError(f"{path} is a directory; give a .npy or .npz file")
-    if not path.is_file():
-        raise FileNotFoundError(f"file not found: {path}")
-    try:
-        if zipfile.is_zipfile(path):
-            with zipfile.ZipFile(path) as zf:
-                names = [n[:-4] for n in zf.namelist() if n.endswith(".npy")]
-            _check_npz_members(path, names)
-        else:
-            _check_npy_file(path)
-        return np.load(path, allow_pickle=False)
-    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
-        msg = " ".join(str(exc).split())
-        if str(path) in msg:
-            raise ValueError(msg) from exc
-        raise ValueError(f"{path}: not a readable NumPy .npy/.npz array file ({msg})") from exc
-
-
 #: The arrays and scalars of a saved :class:`WeightPath` (``meta`` is optional).
 PATH_KEYS = ("dt", "A", "V", "drift", "dM", "sigma", "heads", "sign")
 
@@ -340,7 +250,7 @@ def _read_array(file, key: str) -> np.ndarray:
     if file is None:
         raise ValueError("a file path is required")
     path = Path(file)
-    data = _open_arrays(path)
+    data = load_arrays(path)
     if isinstance(data, np.lib.npyio.NpzFile):
         with data:
             if key in data.files:
@@ -483,11 +393,9 @@ class WeightPath:
 
     # ---- I/O
     def save(self, path) -> None:
-        """Write the path to an .npz file (atomic: temporary file + rename)."""
-        path = Path(path)
-        tmp = path.with_name(path.name + ".tmp.npz")
-        np.savez(
-            tmp,
+        """Write the path to an .npz file (atomic: :func:`spherepde._base.atomic_savez`)."""
+        atomic_savez(
+            path,
             dt=self.dt,
             A=self.A,
             V=self.V,
@@ -498,7 +406,6 @@ class WeightPath:
             sign=self.sign,
             meta=np.array(json.dumps(self.meta, default=str)),
         )
-        tmp.replace(path)
 
     @classmethod
     def load(cls, path) -> WeightPath:
@@ -509,7 +416,7 @@ class WeightPath:
         path = Path(path)
         if not path.exists():
             raise FileNotFoundError(f"weight path file not found: {path}")
-        data = _open_arrays(path)
+        data = load_arrays(path)
         if not isinstance(data, np.lib.npyio.NpzFile):
             raise ValueError(f"{path} is a single .npy array, not a spherepde weight path (an .npz archive with {', '.join(PATH_KEYS)})")
         with data as z:

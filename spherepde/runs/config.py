@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from spherepde._base import ConfigError, available_memory, format_bytes
+from spherepde._base import ConfigError, available_memory, format_bytes, load_arrays
 
 _log = logging.getLogger(__name__)
 
@@ -535,14 +535,13 @@ def _check_path_file(cfg: Config, path: Path) -> None:
                     )
                 return
             scalars = {}
-            for key in ("sign", "heads"):
-                if f"{key}.npy" in names and zf.getinfo(f"{key}.npy").file_size < 4096:  # a scalar, not a forged giant
-                    import numpy as np
-
-                    with zf.open(f"{key}.npy") as fh:
-                        arr = np.lib.format.read_array(fh, allow_pickle=False)
-                    if arr.ndim == 0:
-                        scalars[key] = arr.item()
+            keys = [k for k in ("sign", "heads") if f"{k}.npy" in names and zf.getinfo(f"{k}.npy").file_size < 4096]  # scalars, not forged giants
+            if keys:
+                with load_arrays(path) as z:
+                    for key in keys:
+                        arr = z[key]
+                        if arr.ndim == 0:
+                            scalars[key] = arr.item()
     except ConfigError:
         raise
     except Exception:  # unreadable: reported with the file's problem when the path is loaded

@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from spherepde.model.columns import attributes as column_attributes
+from spherepde._base import atomic_file, load_arrays
 from spherepde.runs.folders import NotARunFolderError, _mc_paths, _snapshot_files, load_snapshots, run_config, run_kind
 
 __all__ = ["RunFileError", "check_npz", "check_run_parts", "open_run", "open_sweep", "diagnostics_frame", "export_netcdf"]
@@ -90,12 +91,10 @@ def check_npz(path: Path) -> None:
     file when it is damaged, truncated, forged or holds Python objects."""
     import zipfile
 
-    from spherepde.model.weights import _open_arrays
-
     try:
         if not zipfile.is_zipfile(path):
             raise ValueError("not a complete .npz archive: truncated, damaged or another kind of file")
-        with _open_arrays(path):
+        with load_arrays(path):
             pass
         with zipfile.ZipFile(path) as zf:
             bad = zf.testzip()
@@ -342,10 +341,6 @@ def export_netcdf(run_dir, target, *, force: bool = False) -> Path:
     if not os.access(target.parent, os.W_OK | os.X_OK):
         raise PermissionError(f"cannot write {target}: the folder {target.parent} is not writable; choose another file")
     ds = open_sweep(folder) if (folder / "results.csv").is_file() and not (folder / "diagnostics.csv").is_file() else open_run(folder)
-    tmp = target.with_name(f".{target.name}.tmp")
-    try:
+    with atomic_file(target) as tmp:
         ds.to_netcdf(tmp, engine="h5netcdf", format="NETCDF4")
-        tmp.replace(target)
-    finally:
-        tmp.unlink(missing_ok=True)
     return target

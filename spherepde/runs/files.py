@@ -1,9 +1,8 @@
-"""Writing files without losing them: atomic writes and folder locks.
+"""Folder locks, and JSON for what runs and sweeps write.
 
-Every file a run or a sweep writes goes through :func:`atomic_write_text` or
-:func:`atomic_savez`: the data go to a temporary file in the same folder, are flushed
-and fsync'ed, and the temporary file is renamed over the target, so a reader (or a
-resumed run after a crash) sees either the old file or the new one, never half of one.
+Every file a run or a sweep writes goes through the atomic writers of
+:mod:`spherepde._base` (:func:`~spherepde._base.atomic_write_text`,
+:func:`~spherepde._base.atomic_savez`, :func:`~spherepde._base.atomic_file`).
 
 :class:`FolderLock` is a lock file in a folder naming the process that holds it
 (pid and host); a second process on the same folder is refused, and a lock left by a
@@ -25,39 +24,9 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["FolderLock", "atomic_savez", "atomic_write_text", "jsonable", "pid_alive"]
+from spherepde._base import atomic_savez, atomic_write_text  # noqa: F401  (callers still importing them from here move to _base)
 
-
-def _tmp_path(path: Path) -> Path:
-    return path.with_name(f".{path.name}.{os.getpid()}.tmp")
-
-
-def atomic_write_text(path, text: str) -> None:
-    """Write ``text`` to ``path`` atomically (temporary file, fsync, rename)."""
-    path = Path(path)
-    tmp = _tmp_path(path)
-    try:
-        with open(tmp, "w", newline="") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        tmp.replace(path)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
-def atomic_savez(path, **arrays) -> None:
-    """``np.savez(path, **arrays)`` atomically (temporary file, fsync, rename)."""
-    path = Path(path)
-    tmp = _tmp_path(path)
-    try:
-        with open(tmp, "wb") as fh:
-            np.savez(fh, **arrays)
-            fh.flush()
-            os.fsync(fh.fileno())
-        tmp.replace(path)
-    finally:
-        tmp.unlink(missing_ok=True)
+__all__ = ["FolderLock", "jsonable", "pid_alive"]
 
 
 def jsonable(obj):

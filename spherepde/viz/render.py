@@ -40,6 +40,7 @@ from pathlib import Path
 
 import numpy as np
 
+from spherepde._base import atomic_file
 from spherepde.runs.folders import (  # re-exported: reading runs is part of this module's API
     NotARunFolderError,
     RunSnapshots,
@@ -732,9 +733,8 @@ class _GifWriter:
 
     def close(self) -> None:
         first, *rest = self.frames
-        tmp = self.path.with_name(self.path.stem + ".tmp" + self.path.suffix)
-        first.save(tmp, save_all=True, append_images=rest, duration=self.duration, loop=0, disposal=1, optimize=False)
-        tmp.replace(self.path)
+        with atomic_file(self.path, suffix=self.path.suffix) as tmp:
+            first.save(tmp, save_all=True, append_images=rest, duration=self.duration, loop=0, disposal=1, optimize=False)
 
 
 def _check_mp4() -> None:

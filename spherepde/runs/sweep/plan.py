@@ -447,29 +447,9 @@ def _check_array_files(fixed: dict, grid: dict, zipped: dict, base_dir: Path) ->
 def _check_headers(path: Path) -> None:
     """ValueError for an object array or a forged size in the .npy file or .npz archive ``path``
     (a file whose headers cannot be read is left to the runs that read it)."""
-    import zipfile
+    from spherepde._base import check_array_file
 
-    from spherepde.model.weights import _check_claim, _npy_header
-
-    claims = []  # (where, shape, dtype, bytes stored)
-    try:
-        if zipfile.is_zipfile(path):
-            with zipfile.ZipFile(path) as zf:
-                for info in zf.infolist():
-                    if info.filename.endswith(".npy"):
-                        with zf.open(info) as fh:
-                            header = _npy_header(fh)
-                            if header is not None:
-                                claims.append((f"{path} (array {info.filename[:-4]!r})", *header, info.file_size - fh.tell()))
-        else:
-            with open(path, "rb") as fh:
-                header = _npy_header(fh)
-                if header is not None:
-                    claims.append((str(path), *header, path.stat().st_size - fh.tell()))
-    except (OSError, EOFError, ValueError, zipfile.BadZipFile):
-        pass  # what could be read is checked
-    for where, shape, dtype, stored in claims:
-        _check_claim(where, shape, dtype, stored=stored)
+    check_array_file(path, tolerant=True)
 
 
 def check_out(folder: Path) -> None:
