@@ -46,7 +46,7 @@ def test_no_other_bootstrap_in_the_package():
     owners = {}
     for f in (ROOT / "spherepde").rglob("*.py"):
         for node in ast.walk(ast.parse(f.read_text())):
-            if isinstance(node, ast.FunctionDef) and ("bootstrap" in node.name or node.name in ("fit_power_law", "fit_rate", "time_average", "_time_average")):
+            if isinstance(node, ast.FunctionDef) and ("bootstrap" in node.name or node.name in ("fit_power_law", "fit_rate", "growth_rate", "log_slope", "_slope", "time_average", "_time_average")):
                 owners.setdefault(node.name, []).append(f.relative_to(ROOT).as_posix())
     assert owners == {name: ["spherepde/model/statistics.py"] for name in owners}, owners
 
@@ -76,6 +76,7 @@ def test_time_average_and_fits():
     assert f["b"] == pytest.approx(-1.5) and f["a"] == pytest.approx(2.0) and f["b_stderr"] == pytest.approx(0.0, abs=1e-12)
     assert st.fit_rate([0.1, 0.05, 0.025], [1e-2, 2.5e-3, 6.25e-4]) == pytest.approx(2.0)
     assert math.isnan(st.fit_rate([0.1, 0.05], [1e-2, float("nan")]))
+    assert st.growth_rate([0.0, 0.5, 1.0], [-3.0, -3.0 * math.exp(1.0), -3.0 * math.exp(2.0)]) == pytest.approx(2.0)
 
 
 def _recompute_module():

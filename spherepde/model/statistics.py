@@ -11,6 +11,7 @@ and seed give the same numbers whatever the entry point. Imports only NumPy.
   b is s / sqrt(sum (log x_i - mean)^2) with s^2 the residual variance on n - 2 degrees of
   freedom (nan with two points).
 * :func:`fit_rate` -- the slope of log err against log h (an observed order of convergence).
+* :func:`growth_rate` -- the slope of log|y| against t (an exponential growth rate).
 * :func:`bootstrap_exponent` -- the percentile bootstrap interval of the exponent b of
   mean_g ~ a x_g^b over groups g of replicates (paths, seeds, runs), see its docstring for
   the resampling scheme and the seed.
@@ -27,6 +28,7 @@ __all__ = [
     "bootstrap_exponent",
     "fit_power_law",
     "fit_rate",
+    "growth_rate",
     "log_slope",
     "time_average",
 ]
@@ -97,6 +99,13 @@ def fit_rate(h, err) -> float:
     if ok.sum() < 2:
         return float("nan")
     return float(np.polyfit(np.log(h[ok]), np.log(err[ok]), 1)[0])
+
+
+def growth_rate(t, y) -> float:
+    """Exponential rate gamma of y ~ c exp(gamma t): the least-squares slope of log|y| against t
+    (all samples used; a zero or non-finite y makes it non-finite)."""
+    t = np.asarray(t, float)
+    return float(np.polyfit(t, np.log(np.abs(np.asarray(y, float))), 1)[0])
 
 
 def log_slope(logx, logy) -> np.ndarray:

@@ -66,7 +66,7 @@ import time
 
 import numpy as np
 
-from spherepde.model.statistics import fit_rate
+from spherepde.model.statistics import fit_rate, growth_rate
 from spherepde.validation import common as _v
 from spherepde.validation.common import checks_line, print_study, require, require_finite, save_figure, solver_check, study_params
 
@@ -185,10 +185,6 @@ def _trajectory(mesh, rho0, path, T: float):
     return np.array(ts), np.array(rhos)
 
 
-def _slope(t, a) -> float:
-    return float(np.polyfit(t, np.log(np.abs(a)), 1)[0])
-
-
 def linear_rates(p: dict) -> list[dict]:
     """Measured vs exact growth rates for every (level, beta, s, l); see the module docstring."""
     from spherepde.geometry import densities as dens
@@ -215,8 +211,8 @@ def linear_rates(p: dict) -> list[dict]:
                         raise RuntimeError("perturbed and uniform runs took different steps")  # pragma: no cover
                     a = ((R - R0) * areas) @ Y
                     a_raw = ((R - 1.0 / (4 * math.pi)) * areas) @ Y
-                    g = _slope(ts, a)
-                    g_raw = _slope(ts, a_raw)
+                    g = growth_rate(ts, a)
+                    g_raw = growth_rate(ts, a_raw)
                     ex = gamma_exact(l, beta, sign)
                     rows.append(
                         {

@@ -32,6 +32,8 @@ import time
 
 import numpy as np
 
+from spherepde.model.statistics import fit_rate
+
 #: Targets of issue 8 (ratios; exponent upper bound; error bound).
 TARGETS = {"a_direct_vs_numpy": 8.0, "b_fast_vs_direct_at_40962": 50.0, "b_max_error": 1e-8, "c_exponent": 1.2, "d_particles_vs_numpy": 5.0}
 
@@ -308,7 +310,7 @@ def bench_mesh_scaling(quick: bool) -> dict:
         rows.append({"level": level, "cells": mesh.n_cells, "t_step_s": t, "us_per_cell": t / mesh.n_cells * 1e6})
     N = np.array([r["cells"] for r in rows], float)
     T = np.array([r["t_step_s"] for r in rows])
-    p = float(np.polyfit(np.log(N), np.log(T), 1)[0])
+    p = fit_rate(N, T)
     A = path.matrices(0.0)[0]
     return {"steps": rows, "exponent": p, "H": 4, "integrator": "ssprk3", "kappa_max": float(np.linalg.norm(A, ord=2, axis=(1, 2)).max())}
 

@@ -44,7 +44,7 @@ import time
 
 import numpy as np
 
-from spherepde.model.statistics import fit_rate
+from spherepde.model.statistics import fit_rate, growth_rate
 from spherepde.validation import common as _v
 from spherepde.validation.common import checks_line, markdown_table, require_finite, save_figure, solver_check, study_params
 
@@ -143,7 +143,7 @@ def _growth(t, r):
     if ok.sum() < 2:
         return float("nan"), float("nan"), float("nan")
     lr = np.log(r[ok])
-    L_fit = float(np.polyfit(t[ok], lr, 1)[0])
+    L_fit = growth_rate(t[ok], r[ok])
     L_sup = float(np.max(lr / t[ok]))
     C = float(np.max(r[ok] * np.exp(-max(L_fit, 0.0) * t[ok])))
     return L_fit, L_sup, C
