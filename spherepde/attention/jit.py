@@ -7,9 +7,12 @@ so caching, threading and floating-point flags are chosen once:
   process starts instantly;
 * ``fastmath=False`` -- IEEE semantics, so results are reproducible and comparable
   with the NumPy references to round-off;
-* ``fastmath`` off, except the flags ``reassoc`` and ``contract`` on the SIMD attention
-  kernels (:mod:`spherepde.attention.direct`, :mod:`spherepde.attention.harmonic`), where reassociating the sums is what lets LLVM
-  vectorise them; the result still does not depend on the thread count;
+* ``fastmath`` off, except the flag ``reassoc`` on the SIMD attention kernels
+  (:mod:`spherepde.attention.direct`, :mod:`spherepde.attention.harmonic`), where reassociating
+  the sums is what lets LLVM vectorise them; the result still does not depend on the thread
+  count. Not ``contract`` (fused multiply-add): with it a kernel compiled in the running
+  process and the same kernel loaded from the on-disk cache differed in the last bit, so the
+  first run after an install was not bit for bit a later run (tests/test_first_run.py);
 * ``parallel`` only where a kernel is a per-target gather (no shared writes), so the
   result does not depend on the number of threads.
 """
@@ -29,8 +32,9 @@ SERIAL_WORK = 50_000
 prange = numba.prange
 
 
-#: The only fastmath flags used in the package (SIMD reductions of the attention sums).
-SIMD_FASTMATH = frozenset({"reassoc", "contract"})
+#: The only fastmath flags used in the package (SIMD reductions of the attention sums); no
+#: "contract": see the module docstring.
+SIMD_FASTMATH = frozenset({"reassoc"})
 
 
 def njit(func=None, *, parallel: bool = False, fastmath=False):
