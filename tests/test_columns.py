@@ -117,3 +117,13 @@ def test_readme_documents_exactly_the_registered_columns():
     for c, col in COLUMNS.items():
         if col.units == "rad":
             assert re.search(rf"\| `{c}` \|.*\| rad \|", section), c
+
+
+def test_config_choices_agree_with_the_registry():
+    """run.solver and output.distances accept exactly the solvers and distance settings the registry knows."""
+    from dataclasses import fields
+
+    from spherepde.runs.config import OutputSection, RunSection
+
+    choices = {f.name: f.metadata.get("choices") for cls in (RunSection, OutputSection) for f in fields(cls)}
+    assert set(choices["solver"]) == set(SOLVERS) and set(choices["distances"]) == set(DISTANCE_MODES)
