@@ -35,35 +35,15 @@ the perpendicular bisector of the shared edge -- it crosses the edge orthogonall
 midpoint -- so the two-point difference (Phi_n - Phi_c)/d_cn is a consistent normal
 derivative. With barycentres it is NOT: on icospheres the barycentre connection deviates
 from n_e by 2 deg on average (up to 10 deg), an O(1) tangential error that does not
-vanish under refinement (measured below). Moving the nodes costs nothing in accuracy of
-the nonlocal sums: the vMF(kappa = 4) energy error is 2.75e-3, 6.9e-4, 1.73e-4
-(barycentres) vs 2.84e-3, 7.1e-4, 1.78e-4 (circumcentres) on icosphere(8, 16, 32).
+vanish under refinement. Moving the nodes does not change the order of the nonlocal sums.
 
-Default and its justification: ``"potential"`` (on circumcentre nodes). Measured on
-icospheres with one head D = 2 I (``tests/test_meshsolver.py`` repeats the rate test):
-
-* pointwise u_e vs the exact s d_n log Z (vMF kappa = 4, Funk--Hecke series), relative
-  L2 error on icosphere(8 / 16 / 32): potential 2.9e-3 / 7.6e-4 / 1.9e-4, midpoint
-  1.2e-3 / 2.9e-4 / 7.3e-5 (both O(h^2), midpoint 2.6x smaller); potential on
-  barycentres 4.0e-2 / 4.9e-2 / 5.3e-2 (inconsistent);
-* linear growth rates of eps Y_lm about the uniform state (s = +1, exact
-  gamma_l = l(l+1) i_l(2)/i_0(2)), relative errors for l = 1, 2, 3, 4:
-
-      icosphere     potential                      midpoint
-      8         1.3e-3 4.6e-3 5.8e-3 1.2e-3    9.7e-4 3.7e-3 8.2e-4 1.2e-2
-      16        3.2e-4 1.2e-3 1.5e-3 3.6e-4    2.4e-4 9.2e-4 2.0e-4 3.1e-3
-      32        8.2e-5 2.9e-4 3.7e-4 8.3e-5    6.1e-5 2.3e-4 5.2e-5 7.8e-4
-
-  (potential on barycentres: 1.1e-3 1.2e-3 4.4e-4 1.5e-2 on icosphere(32), stuck);
-* cost: the potential form needs the attention sums at the n_c nodes only -- which the
-  energy diagnostics need at every stage anyway -- while the midpoint form adds
-  1.5 n_c edge-midpoint targets: 2.5x the work per stage for gradient heads;
-* structure: the potential form makes the semi-discrete energy exactly monotone for
-  H = 1 (and step by step in the tests).
-
-So both forms are second-order consistent with similar rate errors; the potential form
-is 2.5x cheaper and carries the energy structure; the midpoint form is the one for
-general (A, V) heads and has the more accurate pointwise velocity.
+Default: ``"potential"`` (on circumcentre nodes). Both forms are second-order consistent
+(pointwise u_e and the linear growth rates gamma_l, ``tests/test_meshsolver.py``); the
+potential form needs the attention sums at the n_c nodes only -- which the energy
+diagnostics need at every stage anyway -- while the midpoint form adds 1.5 n_c
+edge-midpoint targets (2.5x the work per stage for gradient heads), and the potential form
+makes the semi-discrete energy exactly monotone for H = 1. The midpoint form is the one for
+general (A, V) heads. The measurements behind this choice are in CHANGELOG.md.
 
 Reconstruction (``order=2``): a gradient g_c in the tangent plane at the barycentre
 b_c = ``mesh.centers[c]`` (where a cell average is a second-order point value) by least
@@ -72,10 +52,9 @@ barycentres at b_c), evaluated at the edge midpoints (offsets r_ck = log map of 
 midpoints, shifted by their mean so that the three edge values average exactly to
 rho_c), limited by Barth--Jespersen: rho_c^{e_k} = rho_c + phi_c g_c . r_ck with the
 largest phi_c in [0, 1] keeping every rho_c^{e_k} within [min, max] of rho over the cell
-and its neighbours. Hence rho_c^e >= 0 and rho_c = (1/3) sum_k rho_c^{e_k}.
-Measured transport order (rigid rotation of a smooth density for one turn, L1 error on
-icosphere(8, 16, 32, 64)): order 1: 0.296, 0.181, 0.103, 0.056 (slopes 0.71, 0.81,
-0.89 -> 1); order 2: 1.19e-2, 2.50e-3, 5.66e-4, 1.34e-4 (slopes 2.26, 2.14, 2.08).
+and its neighbours. Hence rho_c^e >= 0 and rho_c = (1/3) sum_k rho_c^{e_k}. Transport
+order in h: 1 (``order=1``) and 2 (``order=2``) for a rigid rotation of a smooth density
+(the analytic validation study measures it).
 
 CFL bound (stability and positivity of one forward-Euler step; an SSP-RK step is
 positive when every stage obeys it, which the solver checks):
