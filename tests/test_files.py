@@ -15,7 +15,7 @@ PKG = Path(__file__).resolve().parents[1] / "spherepde"
 
 #: Modules that still call np.load / Path.replace themselves (being moved by another change of
 #: issue 25); each must go through spherepde._base too. Empty this set, never grow it.
-PENDING = {"runs/folder.py", "runs/folders.py", "runs/runner.py", "runs/series.py", "runs/compare.py", "viz/plots.py"}
+PENDING = {"runs/series.py", "viz/plots.py"}
 
 
 def test_atomic_file_replaces_only_on_success(tmp_path):

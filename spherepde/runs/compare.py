@@ -41,7 +41,9 @@ from pathlib import Path
 
 import numpy as np
 
+from spherepde._base import atomic_write_text, load_arrays
 from spherepde.model.columns import compared, distance_columns, is_token_column
+from spherepde.model.statistics import time_average
 
 __all__ = ["CompareError", "CompareResult", "compare_runs", "check_dpi", "DPI_RANGE", "MAX_PIXELS", "check_weight_paths", "default_out", "path_fit_error"]
 
@@ -147,7 +149,7 @@ def _weight_files(folder: Path, kind: str) -> list[Path]:
 
 def _read_path(file: Path) -> dict:
     try:
-        with np.load(file, allow_pickle=False) as z:
+        with load_arrays(file) as z:
             keys = set(z.files)
             if not {"dt", "A", "V"} <= keys:
                 raise CompareError(f"{file} is not a spherepde weight path (no dt/A/V arrays)")
@@ -311,13 +313,9 @@ def _on_grid(track, col: str, tgrid: np.ndarray, idx) -> np.ndarray:
 
 
 def _time_mean(t: np.ndarray, y: np.ndarray) -> float:
+    """Time average (trapezoid rule, :func:`spherepde.model.statistics.time_average`) over the finite values of y."""
     ok = np.isfinite(y)
-    t, y = t[ok], y[ok]
-    if y.size == 0:
-        return math.nan
-    if y.size == 1 or t[-1] <= t[0]:
-        return float(np.mean(y))
-    return float(np.sum(0.5 * (y[1:] + y[:-1]) * np.diff(t)) / (t[-1] - t[0]))
+    return time_average(t[ok], y[ok])
 
 
 #: Relative differences: the scale (|y| + |y_ref|)/2 at each time has the floor
@@ -530,7 +528,7 @@ def compare_runs(folders, out=None, *, force: bool = False, formats=("png",), dp
     # ---------------------------------------------------------------- write
     out.mkdir(parents=True, exist_ok=True)
     files = _figures(tracks, diffs, ref.label, out, alignment, warnings, formats, dpi)
-    from spherepde.runs.files import atomic_write_text, jsonable
+    from spherepde.runs.files import jsonable
 
     atomic_write_text(out / "differences.md", markdown)
     atomic_write_text(out / "differences.csv", _csv(rows))

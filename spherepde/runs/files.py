@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from spherepde._base import atomic_savez, atomic_write_text  # noqa: F401  (callers still importing them from here move to _base)
+from spherepde._base import atomic_write_text
 
 __all__ = ["FolderLock", "jsonable", "pid_alive"]
 

@@ -27,9 +27,9 @@ from pathlib import Path
 
 import numpy as np
 
-from spherepde._base import __version__
+from spherepde._base import __version__, atomic_savez, atomic_write_text, load_arrays
 from spherepde.runs.config import Config, config_to_toml
-from spherepde.runs.files import FolderLock, atomic_savez, atomic_write_text
+from spherepde.runs.files import FolderLock
 
 log = logging.getLogger(__name__)
 
@@ -90,18 +90,10 @@ class _RunFolder:
         cur, prev = self.checkpoint_paths()
         arrays = {"state_" + k: np.asarray(v) for k, v in state.items()}
         arrays["meta"] = np.array(json.dumps(meta))
-        tmp = cur.with_name("checkpoint.tmp.npz")
         try:
-            with open(tmp, "wb") as fh:
-                np.savez(fh, **arrays)
-                fh.flush()
-                os.fsync(fh.fileno())
-            if cur.exists():
-                cur.replace(prev)
-            tmp.replace(cur)
-        except Exception as exc:  # e.g. a full disk: the previous checkpoints stay as they were
-            tmp.unlink(missing_ok=True)
-            if isinstance(exc, OSError) and exc.filename is None:
+            atomic_savez(cur, rotate_to=prev, **arrays)
+        except OSError as exc:  # e.g. a full disk: the previous checkpoints stay as they were
+            if exc.filename is None:
                 exc.filename = str(cur)
             raise
         self.last_checkpoint_t = meta.get("t")
@@ -113,7 +105,7 @@ class _RunFolder:
             if not p.exists():
                 continue
             try:
-                with np.load(p, allow_pickle=False) as z:
+                with load_arrays(p) as z:
                     meta = json.loads(str(z["meta"]))
                     state = {k[6:]: np.array(z[k]) for k in z.files if k.startswith("state_")}
                 if not isinstance(meta, dict):
@@ -193,7 +185,7 @@ def _finalise_snapshots(rf: _RunFolder, cfg: Config) -> None:
         return
     ts, vals = [], {}
     for f in files:
-        with np.load(f, allow_pickle=False) as z:
+        with load_arrays(f) as z:
             ts.append(float(z["t"]))
             for k in z.files:
                 if k != "t":
@@ -435,8 +427,9 @@ def _read_summary(folder: Path) -> dict:
     return summary if isinstance(summary, dict) else {}
 
 
-#: Temporary files of an atomic write cut short by a hard kill (runs.files names them ``.NAME.PID.tmp``).
-_TMP_PATTERNS = (".*.tmp", "*.tmp.npz", "*.npz.tmp")
+#: Temporary files of an atomic write cut short by a hard kill (:func:`spherepde._base.atomic_file`
+#: names them ``.NAME.PID.tmp`` or ``.NAME.PID.tmp.SUFFIX``; the others are older names).
+_TMP_PATTERNS = (".*.tmp", ".*.tmp.*", "*.tmp.npz", "*.npz.tmp")
 
 
 def _remove_stale_temporaries(folder: Path) -> None:

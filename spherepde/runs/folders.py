@@ -16,6 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
+from spherepde._base import load_arrays
+
 __all__ = ["NotARunFolderError", "run_config", "run_kind", "RunSnapshots", "load_snapshots"]
 
 
@@ -75,7 +77,7 @@ def run_kind(run_dir) -> str:
     files = [snaps] if snaps.is_file() else _snapshot_files(folder)[:1]
     if files:
         try:
-            with np.load(files[0], allow_pickle=False) as z:
+            with load_arrays(files[0]) as z:
                 return "mesh" if "rho" in z.files else "particles"
         except (OSError, ValueError, zipfile.BadZipFile):
             pass
@@ -155,7 +157,7 @@ def _load_snapshots(run_dir, *, strict: bool) -> RunSnapshots:
     complete = False
     if (folder / "snapshots.npz").is_file():
         try:
-            with np.load(folder / "snapshots.npz", allow_pickle=False) as z:
+            with load_arrays(folder / "snapshots.npz") as z:
                 ts = np.atleast_1d(np.asarray(z["t"], float))
                 for key in z.files:  # every array is read, so a damaged or pickled one (any key) refuses the file
                     a = z[key]
@@ -170,7 +172,7 @@ def _load_snapshots(run_dir, *, strict: bool) -> RunSnapshots:
         ts_list = []
         for f in _snapshot_files(folder):
             try:
-                with np.load(f, allow_pickle=False) as z:
+                with load_arrays(f) as z:
                     t = float(z["t"])
                     everything = {k: z[k] for k in z.files}  # every array is read: a damaged one (any key) refuses the file
                     vals = {k: np.array(everything[k], float) for k in ("rho", "X") if k in everything}

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
+from spherepde._base import atomic_write_text
 from spherepde.runs.config import Config, config_to_toml
-from spherepde.runs.files import atomic_write_text
 from spherepde.runs.folder import (
     MARKER,
     RunFolderError,

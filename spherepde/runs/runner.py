@@ -50,7 +50,7 @@ from pathlib import Path
 
 import numpy as np
 
-from spherepde._base import __version__
+from spherepde._base import __version__, atomic_write_text, load_arrays
 from spherepde.model.columns import undefined_without_energy
 from spherepde.model.weights import (
     FrozenProcess,
@@ -62,7 +62,6 @@ from spherepde.model.weights import (
 )
 from spherepde.runs import interrupt as _interrupt
 from spherepde.runs.config import Config, config_to_toml, load_config
-from spherepde.runs.files import atomic_write_text
 from spherepde.runs.folder import (
     LOCK_FILE,
     MARKER,
@@ -185,7 +184,7 @@ def _build_weight_path(cfg: Config, *, seed: int | None = None) -> WeightPath:
     seed = w.seed if seed is None else seed
     if w.process == "file":
         path = Path(w.path_file)
-        with np.load(path, allow_pickle=False) as z:
+        with load_arrays(path) as z:
             is_saved_path = {"A", "V", "drift", "dM"} <= set(z.files)
         if is_saved_path:
             wp = WeightPath.load(path)

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import numpy as np
 
+from spherepde._base import atomic_write_text
 from spherepde.model.columns import COLUMNS, PARTICLE_PREFIX, is_token_column
 from spherepde.model.statistics import MIN_BOOTSTRAP_RUNS, bootstrap_exponent, fit_power_law
-from spherepde.runs.files import atomic_write_text, jsonable
+from spherepde.runs.files import jsonable
 from spherepde.runs.sweep.state import _finite
 
 __all__ = ["analyse", "axis_label", "MIN_BOOTSTRAP_RUNS"]

@@ -20,10 +20,10 @@ from pathlib import Path
 
 import numpy as np
 
-from spherepde._base import __version__
+from spherepde._base import __version__, atomic_write_text
 from spherepde.model.statistics import time_average
 from spherepde.runs.config import Config, ConfigError, load_config
-from spherepde.runs.files import atomic_write_text, jsonable
+from spherepde.runs.files import jsonable
 from spherepde.runs.sweep.plan import (
     LOCK_FILE,
     RESULTS_FILE,
