@@ -1,6 +1,6 @@
 """Recompute every bootstrap interval of b (G^2 ~ H^b) that README.md and docs/model.md quote,
 from the per-path data stored in the reports, with the one estimator
-(:func:`spherepde.model.statistics.bootstrap_exponent`; the sweep through
+(:func:`spherepde.model.statistics.exponent_fit`; the sweep through
 :func:`spherepde.runs.sweep.analysis.analyse`, which calls it). No solver runs.
 
     python validation/recompute_intervals.py          # table of the intervals
@@ -31,11 +31,10 @@ def _study(report: str, name: str) -> dict:
 
 
 def _interval(H, per_H, resamples: int) -> dict:
-    from spherepde.model.statistics import bootstrap_exponent, fit_power_law
+    from spherepde.model.statistics import exponent_fit
 
-    means = [sum(v) / len(v) for v in per_H]
-    lo, hi = bootstrap_exponent(H, per_H, resamples=resamples, seed=0, min_runs=2)
-    return {"b": fit_power_law(H, means)["b"], "ci95": [lo, hi], "paths": [len(v) for v in per_H], "resamples": resamples}
+    f = exponent_fit(H, per_H, resamples=resamples, seed=0, min_runs=2)
+    return {"b": f["b"], "ci95": f["ci95"], "paths": [len(v) for v in per_H], "resamples": resamples}
 
 
 def _ps6_particles(report: str, regime: str, key: str = "tavg") -> dict:

@@ -14,7 +14,8 @@ and seed give the same numbers whatever the entry point. Imports only NumPy.
 * :func:`growth_rate` -- the slope of log|y| against t (an exponential growth rate).
 * :func:`bootstrap_exponent` -- the percentile bootstrap interval of the exponent b of
   mean_g ~ a x_g^b over groups g of replicates (paths, seeds, runs), see its docstring for
-  the resampling scheme and the seed.
+  the resampling scheme and the seed; :func:`exponent_fit` -- the fit with its interval,
+  what every entry point reports.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import numpy as np
 __all__ = [
     "MIN_BOOTSTRAP_RUNS",
     "bootstrap_exponent",
+    "exponent_fit",
     "fit_power_law",
     "fit_rate",
     "growth_rate",
@@ -157,3 +159,21 @@ def bootstrap_exponent(x, groups, *, resamples: int, seed: int = 0, level: float
     q = round(50.0 * (1.0 - level), 9)  # 2.5 exactly for level 0.95
     lo, hi = np.percentile(bs, [q, 100.0 - q])
     return float(lo), float(hi)
+
+
+def exponent_fit(x, groups, *, resamples: int, seed: int = 0, level: float = 0.95,
+                 min_runs: int = MIN_BOOTSTRAP_RUNS) -> dict:
+    """The power-law fit mean_g = a x_g^b over groups of replicates, with its bootstrap interval.
+
+    Returns ``{"a", "b", "b_stderr", "ci95"}``: :func:`fit_power_law` on the group means and
+    ``ci95`` = :func:`bootstrap_exponent` (``resamples``, ``seed``, ``level``,
+    ``min_runs``). With fewer than two groups or a group mean <= 0 the fit and the interval
+    are nan.
+    """
+    means = [float(np.mean(np.asarray(g, float))) for g in groups]
+    nan = float("nan")
+    if len(means) < 2 or not all(m > 0 for m in means):
+        return {"a": nan, "b": nan, "b_stderr": nan, "ci95": [nan, nan]}
+    f = fit_power_law(x, means)
+    f["ci95"] = list(bootstrap_exponent(x, groups, resamples=resamples, seed=seed, level=level, min_runs=min_runs))
+    return f

@@ -75,7 +75,7 @@ import time
 
 import numpy as np
 
-from spherepde.model.statistics import bootstrap_exponent, fit_power_law, fit_rate, time_average
+from spherepde.model.statistics import exponent_fit, fit_rate, time_average
 from spherepde.validation import common as _v
 from spherepde.validation.common import (
     checks_line,
@@ -533,10 +533,8 @@ def _exponent(res, p, log) -> dict:
     for w in ("mesh", "particles"):
         per_H = out[f"{w}_tavg"]
         means = [float(np.mean(v)) for v in per_H]
-        f = fit_power_law(Hs, means) if len(Hs) >= 2 and all(x > 0 for x in means) else {"a": float("nan"), "b": float("nan"), "b_stderr": float("nan")}
-        f["ci95"] = list(bootstrap_exponent(Hs, per_H, resamples=int(p["bootstrap"]), min_runs=2))
         out[f"{w}_mean"] = means
-        out[f"{w}_fit"] = f
+        out[f"{w}_fit"] = exponent_fit(Hs, per_H, resamples=int(p["bootstrap"]), min_runs=2)
     return out
 
 

@@ -12,8 +12,8 @@ weights by Euler--Maruyama on the same grid, recorded every ``record_every`` ste
   draw of D_h(0) and of the tokens.
 
 Per path: G^2(t); its time average over t >= ``t_avg`` (paper: 2.5) and over the second
-half; per H the mean over paths; a log-log fit mean = a H^b (``spherepde.model.statistics.fit_power_law``)
-with a 95 % bootstrap interval for b (``spherepde.model.statistics.bootstrap_exponent``: paths resampled with replacement within each H);
+half; per H the mean over paths; a log-log fit mean = a H^b with a 95 % bootstrap interval for b
+(``spherepde.model.statistics.exponent_fit``: paths resampled with replacement within each H);
 the energy balance along path 0 (Delta E, int G^2, int d_tE, M_t, the paper-form and the
 exact chain-rule residuals); token snapshots at T - 4, T - 2, T (t = 16, 18, 20 for T = 20)
 for the largest H.
@@ -53,7 +53,7 @@ import time
 
 import numpy as np
 
-from spherepde.model.statistics import bootstrap_exponent, fit_power_law, time_average
+from spherepde.model.statistics import exponent_fit, time_average
 from spherepde.validation import common as _v
 from spherepde.validation.common import checks_line, claim_sentence, markdown_table, paper_claim, require_finite, save_figure, study_params
 
@@ -262,12 +262,7 @@ def _particles(p, log) -> dict:
         for key, fitkey in (("tavg", "fit"), ("tavg_half", "fit_half")):
             means = [float(np.mean(v)) for v in reg[key]]
             reg[key + "_mean"] = means
-            if len(Hs) >= 2 and all(m > 0 for m in means):
-                f = fit_power_law(Hs, means)
-                f["ci95"] = list(bootstrap_exponent(Hs, reg[key], resamples=int(p["bootstrap"]), min_runs=2))
-            else:
-                f = {"a": float("nan"), "b": float("nan"), "b_stderr": float("nan"), "ci95": [float("nan")] * 2}
-            reg[fitkey] = f
+            reg[fitkey] = exponent_fit(Hs, reg[key], resamples=int(p["bootstrap"]), min_runs=2)
         out[regime] = reg
     return out
 
@@ -348,11 +343,9 @@ def _mesh(p, log) -> dict:
         for w in ("mesh", "particles"):
             per_H = [[v[f"{w}_tavg"] for v in out["runs"].values() if v["regime"] == regime and v["H"] == H] for H in Hs]
             means = [float(np.mean(v)) for v in per_H]
-            f = fit_power_law(Hs, means) if all(x > 0 for x in means) else {"a": float("nan"), "b": float("nan"), "b_stderr": float("nan")}
-            f["ci95"] = list(bootstrap_exponent(Hs, per_H, resamples=int(p["bootstrap"]), min_runs=2))
             fit[f"{w}_tavg"] = per_H
             fit[f"{w}_tavg_mean"] = means
-            fit[f"{w}_fit"] = f
+            fit[f"{w}_fit"] = exponent_fit(Hs, per_H, resamples=int(p["bootstrap"]), min_runs=2)
         out["fits"][regime] = fit
     return out
 

@@ -1,6 +1,6 @@
 """Merge results.csv with the three paths per H of validation/report-full/mesh_convergence and
 fit the OU exponent as the study does (path means of <G^2> ~ H^b, 95 % bootstrap interval over
-paths within each H, ``spherepde.model.statistics.bootstrap_exponent``). Writes analysis.json and prints a table.
+paths within each H, ``spherepde.model.statistics.exponent_fit``). Writes analysis.json and prints a table.
 
     python validation/exponent-more-paths/analyse.py
 """
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from spherepde.model.statistics import bootstrap_exponent, fit_power_law
+from spherepde.model.statistics import exponent_fit
 from spherepde.validation.mesh_convergence import SIZES
 
 HERE = Path(__file__).parent
@@ -40,9 +40,9 @@ out = {"H": Hs, "level": e["level"], "coarse_level": e["coarse_level"], "n": e["
 for name, d in (("mesh", mesh), ("tokens", tok)):
     per_H = [[d[H][j] for j in sorted(d[H]) if j in mesh[H] and j in tok[H]] for H in Hs]
     means = [float(np.mean(v)) for v in per_H]
-    f = fit_power_law(Hs, means)
+    f = exponent_fit(Hs, per_H, resamples=SIZES["full"]["bootstrap"], min_runs=2)
     out[name] = {"paths": [len(v) for v in per_H], "per_path": per_H, "means": means, "b": f["b"],
-                 "ci95": list(bootstrap_exponent(Hs, per_H, resamples=SIZES["full"]["bootstrap"], min_runs=2))}
+                 "ci95": f["ci95"]}
 out["coarse_change_max"] = [float(max(abs(mesh[H][j] - coarse[H][j]) / mesh[H][j] for j in mesh[H] if j in coarse[H])) for H in Hs]
 out["finer_levels"] = {k: {"G2": v, "level32_rel_to_it": mesh[int(k.split("-")[0][1:])][int(k.split("-")[1][4:])] / v - 1.0} for k, v in fine.items()}
 (HERE / "analysis.json").write_text(json.dumps(out, indent=1))

@@ -12,7 +12,7 @@ import numpy as np
 
 from spherepde._base import atomic_write_text
 from spherepde.model.columns import COLUMNS, PARTICLE_PREFIX, is_token_column
-from spherepde.model.statistics import MIN_BOOTSTRAP_RUNS, bootstrap_exponent, fit_power_law
+from spherepde.model.statistics import MIN_BOOTSTRAP_RUNS, exponent_fit
 from spherepde.runs.files import jsonable
 from spherepde.runs.sweep.state import _finite
 
@@ -56,8 +56,8 @@ def analyse(table: list[dict], x: str, y: str, *, out=None, t_min: float | None 
     ``table`` holds rows with the key ``x`` and the column ``mean_<y>`` (the rows of
     results.csv; only rows with status 'completed' and a finite value are used). The
     values are grouped by x and averaged over the other axes (e.g. seeds); the fit
-    y = a x^b (:func:`spherepde.model.statistics.fit_power_law`) is made on the group means. A
-    bootstrap over the replicates of each group (:func:`spherepde.model.statistics.bootstrap_exponent`,
+    y = a x^b is made on the group means. A
+    bootstrap over the replicates of each group (:func:`spherepde.model.statistics.exponent_fit`,
     ``bootstrap`` resamples, seed ``seed``) gives a 95 %
     interval for b when every group has at least :data:`MIN_BOOTSTRAP_RUNS` runs (else
     ``b_ci95`` is None and ``interval_note`` says why). With ``out``, writes ``analysis.json`` and ``analysis.png/.pdf``
@@ -88,11 +88,9 @@ def analyse(table: list[dict], x: str, y: str, *, out=None, t_min: float | None 
     fit = {"a": nan, "b": nan, "b_stderr": nan}
     ci = None
     if ok.sum() >= 2:
-        fit = fit_power_law(xs[ok], means[ok])
-        reps = [g for g, k in zip(vals, ok) if k]
-        lo, hi = bootstrap_exponent(xs[ok], reps, resamples=bootstrap, seed=seed, min_runs=MIN_BOOTSTRAP_RUNS)
-        if math.isfinite(lo) and math.isfinite(hi):
-            ci = [lo, hi]
+        fit = exponent_fit(xs[ok], [g for g, k in zip(vals, ok) if k], resamples=bootstrap, seed=seed, min_runs=MIN_BOOTSTRAP_RUNS)
+        if all(math.isfinite(v) for v in fit["ci95"]):
+            ci = fit["ci95"]
     result = {
         "x": x, "y": y, "column": col, "t_min": t_min,
         "a": fit["a"], "b": fit["b"], "b_stderr": fit["b_stderr"], "b_ci95": ci, "bootstrap": bootstrap, "bootstrap_seed": seed,
