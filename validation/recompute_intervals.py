@@ -1,4 +1,5 @@
-"""Recompute every bootstrap interval of b (G^2 ~ H^b) that README.md and docs/model.md quote,
+"""Recompute every bootstrap interval of b (G^2 ~ H^b) that README.md, docs/model.md and the
+READMEs under validation/ quote,
 from the per-path data stored in the reports, with the one estimator
 (:func:`spherepde.model.statistics.exponent_fit`; the sweep through
 :func:`spherepde.runs.sweep.analysis.analyse`, which calls it). No solver runs.
@@ -123,6 +124,7 @@ QUOTES = [
     ("README.md", "(b = −0.63 [−0.79, −0.48])", "quick, mesh level 8 OU, H = 1, 10 (2 paths)"),
     ("README.md", "b = −0.87 [−0.90, −0.84] pass", "mesh level 16 order 1, OU (5 paths)"),
     ("README.md", "OU b = −0.97 [−1.01, −0.93]", "particles, OU (full, 20 paths per H)"),
+    ("README.md", "in-phase oscillating b = +0.006 [+0.00008, 0.012] misses", "particles, oscillating in-phase (full, 5 paths)"),
     ("README.md", "OU b = −0.886 [−0.914, −0.860]", "mesh level 32 order 2, OU (5 paths)"),
     ("README.md", "shift b = −1.09 [−1.10, −1.08]", "mesh level 32 order 2, shift (2 paths)"),
     ("README.md", "b = −0.89 [−0.94, −0.84] (not reproduced)", "mesh_convergence, level 32 (3 paths)"),
@@ -134,6 +136,12 @@ QUOTES = [
     ("docs/model.md", "(level 16, order 1: −0.87 [−0.90, −0.84])", "mesh level 16 order 1, OU (5 paths)"),
     ("docs/model.md", "| −0.93 [−0.99, −0.86] |", "particles on the mesh's OU paths (5 paths)"),
     ("docs/model.md", "| −1.09 [−1.10, −1.08] (level 16", "mesh level 32 order 2, shift (2 paths)"),
+    ("docs/model.md", "is b = −0.89 [−0.94, −0.84]", "mesh_convergence, level 32 (3 paths)"),
+    ("docs/model.md", "give −0.98 [−1.01, −0.94]", "mesh_convergence, 200 tokens (3 paths)"),
+    ("validation/report-full/README.md", "b = −0.886 [−0.914, −0.860] on 5 path", "mesh level 32 order 2, OU (5 paths)"),
+    ("validation/report-full/README.md", "exponent is −0.972 [−1.01, −0.932]", "particles, OU (full, 20 paths per H)"),
+    ("validation/report-full/README.md", "b = −1.09 [−1.10, −1.08] on 2 path", "mesh level 32 order 2, shift (2 paths)"),
+    ("validation/report-full/README.md", "the particles give −1.06 [−1.08, −1.04]", "particles, oscillating shift (full, 5 paths)"),
     ("validation/exponent-more-paths/README.md", "| −0.922 [−0.952, −0.887] |", "exponent-more-paths, level 32 (7/7/5 paths)"),
     ("validation/exponent-more-paths/README.md", "| −0.977 [−1.015, −0.936] |", "exponent-more-paths, 200 tokens (7/7/5 paths)"),
 ]
