@@ -1,11 +1,13 @@
 """spherepde: the Transformer PDE (mean-field multi-head self-attention) on the sphere.
 
 The curated public API; the model, its conventions and the discrete schemes are in
-``docs/model.md``. The package reads in the order data flows: :mod:`spherepde.runs`
-(configuration) -> :mod:`spherepde.geometry` (mesh, densities) and
-:mod:`spherepde.model` (weight paths, velocity, energy) -> :mod:`spherepde.attention`
-(attention sums) -> :mod:`spherepde.solvers` -> :mod:`spherepde.runs` (run folders,
-sweeps) -> :mod:`spherepde.viz` and :mod:`spherepde.validation`.
+``docs/model.md``. The package is layered in the order data flows, lowest first:
+:mod:`spherepde._base` (version, ConfigError, memory) -> :mod:`spherepde.attention`
+(attention sums) and :mod:`spherepde.geometry` (mesh, densities) -> :mod:`spherepde.model`
+(weight paths, velocity, energy) -> :mod:`spherepde.solvers` -> :mod:`spherepde.runs`
+(configuration, run folders, sweeps) -> :mod:`spherepde.viz` -> :mod:`spherepde.validation`
+-> :mod:`spherepde.cli`; each imports only from the layers before it (tests/test_layout.py),
+and no module of the package imports this namespace.
 """
 
 from spherepde.runs import interrupt as _interrupt  # noqa: F401, I001  (first: Ctrl-C while the command line starts exits 130, one line)

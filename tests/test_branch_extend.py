@@ -10,6 +10,7 @@ from spherepde.geometry.meshio import icosphere
 from spherepde.runs import runner
 from spherepde.runs.branch import branch_point, initial_density_from_run, initial_tokens_from_run
 from spherepde.runs.config import default_config
+from spherepde.runs.folders import read_diagnostics
 
 TINY_MESH = {"mesh.level": 4, "model.H": 1, "solver.T": 0.2, "output.record_dt": 0.05, "output.snapshot_dt": 0.05,
              "weights.dt": 0.01}
@@ -119,7 +120,7 @@ def test_extend_is_bit_identical_to_a_run_made_to_the_later_time(tmp_path, solve
     assert load_config(short / "config.toml").solver.T == 0.2
     # extending again works (the edited-config check knows the new end time)
     runner.resume(short, overrides={"solver.T": 0.25}, progress=False)
-    assert runner.read_diagnostics(short / "diagnostics.csv")["t"][-1] == pytest.approx(0.25)
+    assert read_diagnostics(short / "diagnostics.csv")["t"][-1] == pytest.approx(0.25)
 
 
 def test_extend_refuses_other_keys_and_earlier_times(tmp_path):
@@ -141,7 +142,7 @@ def test_cli_resume_set_extends_and_run_set_names_the_folder(tmp_path, monkeypat
             "--set", "output.snapshot_dt=0.05", "--set", "run.name=base"]
     assert main(["run", *sets, "-q"]) == 0
     assert main(["resume", "runs/base", "--set", "solver.T=0.2", "-q"]) == 0
-    assert runner.read_diagnostics(tmp_path / "runs/base/diagnostics.csv")["t"][-1] == pytest.approx(0.2)
+    assert read_diagnostics(tmp_path / "runs/base/diagnostics.csv")["t"][-1] == pytest.approx(0.2)
     assert main(["resume", "runs/base", "--set", "model.H=2"]) == 2
     assert "solver.T" in capsys.readouterr().err
     # the README's order: an example run twice with other --set values lands in two folders
@@ -190,7 +191,7 @@ def test_extend_from_a_time_that_is_not_a_binary_multiple(tmp_path):
     runner.run(default_config().with_overrides({**base, "solver.T": 0.5}), out=full, progress=False)
     runner.resume(short, overrides={"solver.T": 0.5}, progress=False)
     assert _csv(short) == _csv(full)
-    assert runner.read_diagnostics(full / "diagnostics.csv")["t"][3] == 0.3  # a round time, not 0.30000000000000004
+    assert read_diagnostics(full / "diagnostics.csv")["t"][3] == 0.3  # a round time, not 0.30000000000000004
 
 
 def test_resume_removes_temporaries_left_by_a_hard_kill(tmp_path):

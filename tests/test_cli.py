@@ -18,6 +18,7 @@ from spherepde import __version__
 from spherepde.cli.main import main
 from spherepde.runs import runner
 from spherepde.runs.config import default_config, load_config
+from spherepde.runs.folders import read_diagnostics
 
 CFG = """
 [run]
@@ -172,7 +173,7 @@ def test_run_with_overrides(capsys, tmp_path):
     assert cfg.solver.T == 0.1 and cfg.weights.seed == 7 and cfg.initial.n == 20
     s = json.loads((out_dir / "summary.json").read_text())
     assert s["status"] == "completed" and s["seed"] == 7 and s["final"]["t"] == pytest.approx(0.1)
-    assert runner.read_diagnostics(out_dir / "diagnostics.csv")["t"][-1] == pytest.approx(0.1)
+    assert read_diagnostics(out_dir / "diagnostics.csv")["t"][-1] == pytest.approx(0.1)
     # without -q a short report goes to stdout
     code, out, _ = cli(capsys, "run", cfg_path, "--set", "solver.T=0.05", "--out", tmp_path / "loud")
     assert code == 0 and "run completed" in out and "energy" in out
@@ -363,7 +364,7 @@ def test_ctrl_c_then_resume_is_bit_for_bit(tmp_path):
 
     ref = runner.run(load_config(cfg_path), out=tmp_path / "ref", progress=False)
     assert (folder / "diagnostics.csv").read_text() == (ref.folder / "diagnostics.csv").read_text()
-    d_res, d_ref = runner.read_diagnostics(folder / "diagnostics.csv"), ref.diagnostics
+    d_res, d_ref = read_diagnostics(folder / "diagnostics.csv"), ref.diagnostics
     for k in d_ref:
         np.testing.assert_array_equal(d_res[k], d_ref[k], err_msg=k)
     with np.load(folder / "snapshots.npz") as a, np.load(ref.folder / "snapshots.npz") as b:

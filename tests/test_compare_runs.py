@@ -16,11 +16,15 @@ import pytest
 from spherepde.cli.main import main
 from spherepde.model.columns import distance_columns
 from spherepde.model.weights import OUProcess, generate_weight_path
-from spherepde.runs.compare import CompareError, compare_runs, default_out, path_fit_error
+from spherepde.runs.branch import path_fit_error
+from spherepde.runs.compare import CompareError, default_out
 from spherepde.runs.config import config_to_toml, default_config
+from spherepde.runs.folders import read_diagnostics
 from spherepde.runs.montecarlo import monte_carlo
-from spherepde.runs.runner import read_diagnostics, run
+from spherepde.runs.runner import run
+from spherepde.runs.series import load_series
 from spherepde.viz import plots
+from spherepde.viz.compare import compare_runs
 
 BOTH = {
     "run.solver": "both", "mesh.level": 2, "model.H": 1, "initial.n": 40, "solver.T": 0.2,
@@ -327,7 +331,7 @@ def test_compare_interpolates_onto_the_first_runs_times(tmp_path):
 def test_monte_carlo_bands_are_standard_error_and_quantiles(tmp_path):
     cfg = default_config().with_overrides({"run.solver": "particles", "solver.T": 0.1, "model.H": 2, "initial.n": 20, "output.snapshot_dt": 0.1})
     folder = monte_carlo(cfg, paths=4, out=tmp_path / "mc", progress=False).folder
-    s = plots.load_series(folder)
+    s = load_series(folder)
     b = s.band("G2")
     stack = np.stack([p["G2"] for p in s.paths])
     assert b.n == 4 and np.allclose(b.sem, stack.std(axis=0, ddof=1) / 2)
@@ -345,7 +349,7 @@ def test_monte_carlo_bands_are_standard_error_and_quantiles(tmp_path):
     import shutil
 
     agg = shutil.copytree(folder, tmp_path / "agg", ignore=shutil.ignore_patterns("path-*"))
-    b2 = plots.load_series(agg).band("G2")
+    b2 = load_series(agg).band("G2")
     assert b2.n == 4 and np.allclose(b2.q95, b.q95) and np.allclose(b2.sem, b.sem)
 
 
@@ -428,7 +432,7 @@ def test_compare_figures_of_a_long_named_both_run_have_short_labels_that_fit(bot
 
 
 def test_short_labels_of_several_runs():
-    from spherepde.runs.compare import _shorten
+    from spherepde.viz.compare import _shorten
 
     assert _shorten(["paper-ou-mesh-level32", "paper-ou-particles-level32"]) == ["mesh", "particles"]
     names = ["a" * 30 + "-one", "a" * 30 + "-two"]

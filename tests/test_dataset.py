@@ -12,6 +12,7 @@ import spherepde as sp
 from spherepde.cli.main import main
 from spherepde.runs import montecarlo, runner
 from spherepde.runs.config import default_config
+from spherepde.runs.folders import read_diagnostics
 
 xr = pytest.importorskip("xarray")  # a dependency: installed with the package
 
@@ -49,7 +50,7 @@ def mc_run(tmp_path_factory):
 
 
 def _check_against_folder(ds, folder):
-    diag = runner.read_diagnostics(folder / "diagnostics.csv")
+    diag = read_diagnostics(folder / "diagnostics.csv")
     np.testing.assert_array_equal(ds["time_diag"].values, diag["t"])
     for col, values in diag.items():
         if col != "t":
@@ -96,7 +97,7 @@ def test_montecarlo_paths_are_stacked(mc_run):
     ds = sp.open_run(mc_run)
     assert ds.sizes["path"] == 2 and list(ds["path"].values) == ["path-000", "path-001"]
     for k, p in enumerate(sorted(mc_run.glob("path-*"))):
-        diag = runner.read_diagnostics(p / "diagnostics.csv")
+        diag = read_diagnostics(p / "diagnostics.csv")
         np.testing.assert_array_equal(ds["G2"].isel(path=k).values, diag["G2"])
     # independent weight noise: the paths differ
     assert not np.array_equal(ds["D"].isel(path=0).values, ds["D"].isel(path=1).values)
@@ -132,6 +133,6 @@ def test_export_refuses_to_overwrite_and_bad_folders(mesh_run, tmp_path, capsys)
 
 def test_diagnostics_frame(mesh_run):
     df = sp.diagnostics_frame(mesh_run)
-    diag = runner.read_diagnostics(mesh_run / "diagnostics.csv")
+    diag = read_diagnostics(mesh_run / "diagnostics.csv")
     np.testing.assert_array_equal(df["energy"].to_numpy(), diag["energy"])
     assert df.index.name == "t"

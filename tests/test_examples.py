@@ -9,6 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from spherepde.runs.series import load_series
+
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 
@@ -29,13 +31,12 @@ def test_custom_density_and_process(tmp_path, monkeypatch):
 
 def test_custom_process_as_a_run_folder(tmp_path, monkeypatch):
     """The custom example once gave no way to a run folder for plot / render / open_run."""
-    from spherepde.viz import plots
 
     monkeypatch.chdir(tmp_path)
     row = _load("custom_density_and_process.py")["main"](["--tiny", "--out", str(tmp_path / "custom")])
     assert row["mass"] == pytest.approx(1.0, abs=1e-12)
     assert (tmp_path / "custom" / "snapshots.npz").is_file() and (tmp_path / "custom-inputs" / "weights.npz").is_file()
-    assert plots.load_series(tmp_path / "custom").label == "mesh, H = 2, rotating-target weights (from a file)"
+    assert load_series(tmp_path / "custom").label == "mesh, H = 2, rotating-target weights (from a file)"
 
 
 def test_mesh_vs_particles(tmp_path, monkeypatch):

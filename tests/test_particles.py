@@ -421,7 +421,8 @@ def test_paper_experiment_small(tmp_path, example, H):
     from importlib.resources import files
 
     from spherepde.runs.config import load_config
-    from spherepde.runs.runner import read_diagnostics, run
+    from spherepde.runs.folders import read_diagnostics
+    from spherepde.runs.runner import run
 
     toml = files("spherepde.runs.examples") / f"{example}.toml"
     cfg = load_config(toml, {"solver.T": 0.5, "model.H": H, "output.snapshot_dt": 0.25})

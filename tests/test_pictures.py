@@ -29,6 +29,7 @@ import pytest
 from spherepde.cli.main import main
 from spherepde.geometry.meshio import icosphere
 from spherepde.runs.config import config_to_toml, default_config
+from spherepde.runs.series import Series
 from spherepde.validation import STUDIES
 from spherepde.viz import plots
 from spherepde.viz import render as viz
@@ -532,7 +533,7 @@ def test_round_off_is_not_plotted_as_signal():
 def test_g2_title_says_what_it_is_for_each_sign():
     t = np.linspace(0.0, 1.0, 5)
     cols = {"t": t, "G2": 0.5 + t, "energy": 1 + t}
-    plus = plots.plot_dissipation(plots.Series([cols], sign=1.0))._suptitle.get_text()
-    minus = plots.plot_dissipation(plots.Series([cols], sign=-1.0))._suptitle.get_text()
+    plus = plots.plot_dissipation(Series([cols], sign=1.0))._suptitle.get_text()
+    minus = plots.plot_dissipation(Series([cols], sign=-1.0))._suptitle.get_text()
     assert "Dissipation" not in plus and "Metric slope" in plus and "raises E" in plus
     assert minus.startswith("Dissipation") and "lowers E" in minus

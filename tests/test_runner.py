@@ -21,6 +21,7 @@ from spherepde import __version__
 from spherepde.model.weights import WeightPath
 from spherepde.runs import montecarlo, runner
 from spherepde.runs.config import ConfigError, load_config
+from spherepde.runs.folders import read_diagnostics
 
 BASE = """
 [run]
@@ -66,7 +67,7 @@ def csv_rows(path: Path) -> list[list[str]]:
 def assert_same_run(a: Path, b: Path) -> None:
     """Two completed run folders hold bit-identical numbers."""
     assert (a / "diagnostics.csv").read_text() == (b / "diagnostics.csv").read_text()
-    da, db = runner.read_diagnostics(a / "diagnostics.csv"), runner.read_diagnostics(b / "diagnostics.csv")
+    da, db = read_diagnostics(a / "diagnostics.csv"), read_diagnostics(b / "diagnostics.csv")
     assert da.keys() == db.keys()
     for k in da:
         np.testing.assert_array_equal(da[k], db[k], err_msg=k)
@@ -103,7 +104,7 @@ def test_run_folder_contents(tmp_path):
     assert load_config(folder / "config.toml") == cfg
 
     # diagnostics: one row per record, t = 0, 0.025, ..., T
-    diag = runner.read_diagnostics(folder / "diagnostics.csv")
+    diag = read_diagnostics(folder / "diagnostics.csv")
     header = csv_rows(folder / "diagnostics.csv")[0]
     for col in ("t", "step", "energy", "G2", "martingale", "edi_paper", "edi_exact", "mean_resultant"):
         assert col in header
@@ -382,11 +383,11 @@ def test_monte_carlo_folders_and_aggregates(mc_run):
         s = json.loads((sub / "summary.json").read_text())
         assert s["status"] == "completed" and s["seed"] == cfg.weights.seed + i
         assert (sub / "snapshots.npz").is_file()
-        per_path.append(runner.read_diagnostics(sub / "diagnostics.csv"))
+        per_path.append(read_diagnostics(sub / "diagnostics.csv"))
     # the paths really differ (different noise seeds), with the same initial tokens
     assert not np.array_equal(per_path[0]["energy"], per_path[1]["energy"])
-    mean = runner.read_diagnostics(folder / "diagnostics_mean.csv")
-    std = runner.read_diagnostics(folder / "diagnostics_std.csv")
+    mean = read_diagnostics(folder / "diagnostics_mean.csv")
+    std = read_diagnostics(folder / "diagnostics_std.csv")
     assert list(mean) == list(per_path[0]) == list(std)
     for col in mean:
         stack = np.stack([p[col] for p in per_path])

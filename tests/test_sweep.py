@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 
 from spherepde.cli import main as cli
-from spherepde.runs import runner
 from spherepde.runs.config import load_config
+from spherepde.runs.folders import read_diagnostics
 from spherepde.runs.sweep import (
     DaskUnavailableError,
     SweepChangedError,
@@ -230,7 +230,7 @@ def test_dask_sweep_table_and_failure_report(dask_sweep):
         for c in STAT_COLUMNS:
             assert r[c] == t[c] and math.isfinite(r[c])
         # the statistics are those of the run folder's diagnostics
-        d = runner.read_diagnostics(out / r["folder"] / "diagnostics.csv")
+        d = read_diagnostics(out / r["folder"] / "diagnostics.csv")
         sel = d["t"] >= 0.05 - 1e-9
         assert r["final_G2"] == d["G2"][-1]
         assert r["mean_G2"] == pytest.approx(np.trapezoid(d["G2"][sel], d["t"][sel]) / (d["t"][-1] - 0.05), rel=1e-12)

@@ -13,8 +13,10 @@ import pytest
 from spherepde.cli.main import main
 from spherepde.geometry.meshio import icosphere
 from spherepde.runs.config import config_to_toml, default_config
+from spherepde.runs.folders import read_diagnostics
 from spherepde.runs.montecarlo import monte_carlo
-from spherepde.runs.runner import read_diagnostics, run
+from spherepde.runs.runner import run
+from spherepde.runs.series import load_series
 from spherepde.viz import plots
 from spherepde.viz import render as viz
 
@@ -232,7 +234,7 @@ def test_figures_mesh_run(mesh_run, tmp_path):
 
 
 def test_figures_monte_carlo_bands(mc_run, tmp_path):
-    s = plots.load_series(mc_run)
+    s = load_series(mc_run)
     assert s.kind == "montecarlo" and len(s.paths) == 2
     mean, std = s.stat("G2")
     assert std is not None and std.shape == mean.shape
@@ -243,7 +245,7 @@ def test_figures_monte_carlo_bands(mc_run, tmp_path):
     assert {"energy.png", "energy.pdf", "G2.png", "energy_balance.png"} <= _names(paths)
     # aggregates only (path folders removed): bands from diagnostics_std.csv
     agg = shutil.copytree(mc_run, tmp_path / "agg", ignore=shutil.ignore_patterns("path-*"))
-    s2 = plots.load_series(agg)
+    s2 = load_series(agg)
     assert s2.stat("energy")[1] is not None
     assert "G2.png" in _names(plots.write_figures(agg, tmp_path / "agg_f"))
 
@@ -307,5 +309,5 @@ def test_figures_of_a_saved_custom_process_name_it(tmp_path):
     cfg = default_config().with_overrides({"run.solver": "particles", "model.H": 2, "weights.process": "file", "weights.path_file": str(tmp_path / "w.npz"),
                                            "solver.T": 0.1, "initial.n": 20, "output.vtk": False})
     folder = run(cfg, out=tmp_path / "r", progress=False).folder
-    assert plots.load_series(folder).label == "particles, H = 2, my-relaxation weights (from a file)"
+    assert load_series(folder).label == "particles, H = 2, my-relaxation weights (from a file)"
     assert "my-relaxation weights" in plots.plot_energy(folder)._suptitle.get_text()

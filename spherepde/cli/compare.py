@@ -6,7 +6,7 @@ Compares runs driven by one weight path (a mesh run and a particle run branched 
 ``weights.npz``, two meshes, two integrators; one ``run.solver = "both"`` run compares its
 mesh with its tokens): checks the weight paths, aligns the records in time, prints the
 table of differences and writes figures, ``differences.md``/``.csv`` and ``compare.json``
-(:func:`spherepde.runs.compare.compare_runs`). Exit status: 0 success, 2 bad input
+(:func:`spherepde.viz.compare.compare_runs`). Exit status: 0 success, 2 bad input
 (nothing written).
 """
 
@@ -18,8 +18,9 @@ from spherepde.cli.common import fail
 
 
 def cmd_compare(args) -> int:
-    from spherepde.runs.compare import CompareError, compare_runs
+    from spherepde.runs.compare import CompareError
     from spherepde.runs.folders import NotARunFolderError
+    from spherepde.viz.compare import compare_runs
 
     try:
         res = compare_runs(args.runs, args.out, force=args.force, formats=args.format, dpi=args.dpi)

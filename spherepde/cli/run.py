@@ -108,13 +108,13 @@ def _report(res, quiet: bool) -> int:
 
 def _print_distances(folder, fin: dict) -> None:
     """The final mesh-versus-token distances with their value at t = 0 (the sampling floor)."""
-    from spherepde.runs.runner import read_diagnostics
+    from spherepde.runs.folders import read_diagnostics
 
     cols = [c for c in distance_columns(fin) if fin.get(c) is not None]
     if not cols:
         return
     try:
-        first = {c: float(v[0]) for c, v in read_diagnostics(folder / "diagnostics.csv").items() if c in cols and len(v)}
+        first = {c: float(v[0]) for c, v in read_diagnostics(folder / "diagnostics.csv", malformed="raise").items() if c in cols and len(v)}
     except (OSError, ValueError):
         first = {}
     print("  distances between mesh and tokens (at t = 0, tokens drawn from the density: the floor):")

@@ -1,4 +1,4 @@
-"""Starting a run from another run's state (``initial.kind = "run"``).
+"""Starting a run from another run: its state (``initial.kind = "run"``) or its weight path.
 
 A study often equilibrates once and then branches: ``initial.run = "runs/x"`` and
 ``initial.time = t`` start the new run from the density (mesh runs) or the tokens
@@ -16,11 +16,15 @@ Across solvers:
 * particle run <- particle run: the tokens (``initial.n`` must match, or be the source's);
 * particle run <- mesh run: ``initial.n`` tokens drawn from the density (seed ``initial.seed``);
 * mesh run <- particle run: the tokens' histogram density on this run's mesh.
+
+A run driven by a saved weight path (``weights.process = "file"``, e.g. another run's
+``weights.npz``) must fit it: :func:`path_fit_error` says, with the keys to set, why not.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,7 +32,7 @@ import numpy as np
 
 from spherepde.runs.folders import NotARunFolderError, load_snapshots
 
-__all__ = ["BranchPoint", "branch_point", "initial_density_from_run", "initial_tokens_from_run"]
+__all__ = ["BranchPoint", "branch_point", "initial_density_from_run", "initial_tokens_from_run", "path_fit_error"]
 
 log = logging.getLogger(__name__)
 
@@ -114,3 +118,67 @@ def initial_tokens_from_run(run_dir, t: float, n: int, *, seed: int = 0) -> tupl
     from spherepde.solvers.distances import sample_from_density
 
     return sample_from_density(snaps.mesh, snaps.rho[bp.index], n, seed=seed), bp
+
+
+# ================================================================ a saved weight path
+def _fmt(x: float) -> str:
+    return f"{float(x):.12g}"
+
+
+def _is_multiple(a: float, b: float) -> bool:
+    r = a / b
+    return abs(r - round(r)) < 1e-9 * max(1.0, r) and round(r) >= 1
+
+
+def _suggest_record(record_dt: float, snapshot_dt: float, dt: float) -> tuple[float, float]:
+    """The smallest output.record_dt >= record_dt on the grid dt that divides snapshot_dt
+    (else snapshot_dt rounded up to a multiple of it)."""
+    k0 = max(1, math.ceil(record_dt / dt - 1e-9))
+    for k in range(k0, k0 + 10_000):
+        r = k * dt
+        if r > snapshot_dt + 1e-12:
+            break
+        if _is_multiple(snapshot_dt, r):
+            return r, snapshot_dt
+    r = k0 * dt
+    return r, math.ceil(snapshot_dt / r - 1e-9) * r
+
+
+def path_fit_error(wp, cfg, file=None) -> str | None:
+    """Why the saved weight path ``wp`` cannot drive the configuration ``cfg``, as one line
+    that names every key to set (None when it fits).
+
+    The path fixes H, d and the grid step; the run needs ``weights.dt`` equal to the
+    path's step, ``output.record_dt`` (and ``snapshot_dt``, particles ``solver.dt``) on
+    that grid, and ``solver.T`` no later than the path's end.
+    """
+    m, w, out = cfg.model, cfg.weights, cfg.output
+    problems, fixes = [], []
+    if wp.H != m.H:
+        problems.append(f"it has H = {wp.H} heads but model.H = {m.H}")
+        fixes.append(f"--set model.H={wp.H}")
+    if wp.d != m.d:
+        problems.append(f"it lives in d = {wp.d} but model.d = {m.d}")
+        fixes.append(f"--set model.d={wp.d}")
+    dt = float(wp.dt)
+    if abs(dt - w.dt) > 1e-12 * max(1.0, dt):
+        problems.append(f"its grid step is {_fmt(dt)} but weights.dt = {_fmt(w.dt)}")
+        fixes.append(f"--set weights.dt={_fmt(dt)}")
+    if not _is_multiple(out.record_dt, dt) or not _is_multiple(out.snapshot_dt, out.record_dt):
+        r, sn = _suggest_record(out.record_dt, out.snapshot_dt, dt)
+        if not _is_multiple(out.record_dt, dt):
+            problems.append(f"output.record_dt = {_fmt(out.record_dt)} is not a multiple of that step")
+        fixes.append(f"--set output.record_dt={_fmt(r)}")
+        if abs(sn - out.snapshot_dt) > 1e-12:
+            fixes.append(f"--set output.snapshot_dt={_fmt(sn)}")
+    sdt = getattr(cfg.solver, "dt", 0.0)
+    if cfg.run.solver == "particles" and sdt and not _is_multiple(sdt, dt):
+        problems.append(f"solver.dt = {_fmt(sdt)} is not a multiple of that step")
+        fixes.append("--set solver.dt=0")
+    if wp.T < cfg.solver.T - 1e-9 * max(1.0, wp.T):
+        problems.append(f"it ends at t = {_fmt(wp.T)} but solver.T = {_fmt(cfg.solver.T)}")
+        fixes.append(f"--set solver.T={_fmt(math.floor(wp.T / dt + 1e-9) * dt)}")
+    if not problems:
+        return None
+    where = f" {file}" if file else ""
+    return f"weights.path_file: the saved path{where} does not fit this run: {'; '.join(problems)}; add {' '.join(fixes)}"

@@ -1,6 +1,6 @@
 """Comparing runs that share one weight path: mesh against particles, two meshes, two integrators.
 
-:func:`compare_runs` answers "how far apart are these runs?" in one call:
+:func:`spherepde.viz.compare.compare_runs` answers "how far apart are these runs?" in one call:
 
 1. **Tracks.** Each run folder gives one track (its diagnostics); a coupled run
    (``run.solver = "both"``) gives two, its mesh and its tokens (the ``p_`` columns); a
@@ -24,8 +24,10 @@
    for coupled runs, the table ``differences.md`` / ``differences.csv`` and
    ``compare.json`` (runs, weight-path check, alignment, table, files).
 
-:func:`path_fit_error` says, with the keys to set, why a saved weight path cannot drive
-a configuration (used when a run branches off another run's ``weights.npz``).
+:func:`comparison` checks and computes (nothing written); :func:`write_tables` writes the
+tables; ``spherepde compare`` (:func:`spherepde.viz.compare.compare_runs`) draws the figures
+between the two. Whether a saved weight path fits a run is
+:func:`spherepde.runs.branch.path_fit_error`.
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ from spherepde._base import atomic_write_text, load_arrays
 from spherepde.model.columns import compared, distance_columns, is_token_column
 from spherepde.model.statistics import time_average
 
-__all__ = ["CompareError", "CompareResult", "compare_runs", "check_dpi", "DPI_RANGE", "MAX_PIXELS", "check_weight_paths", "default_out", "path_fit_error"]
+__all__ = ["CompareError", "CompareResult", "Comparison", "comparison", "write_tables", "check_dpi", "DPI_RANGE", "MAX_PIXELS", "check_weight_paths", "default_out"]
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +63,7 @@ class CompareError(ValueError):
 
 @dataclass
 class CompareResult:
-    """What :func:`compare_runs` found and wrote.
+    """What ``spherepde compare`` (:func:`spherepde.viz.compare.compare_runs`) found and wrote.
 
     out : the output folder; rows : the table (one dict per column and compared track);
     weight_path : the weight-path check; alignment : how the times were matched;
@@ -80,65 +82,6 @@ class CompareResult:
 # ================================================================ weight paths
 def _fmt(x: float) -> str:
     return f"{float(x):.12g}"
-
-
-def _is_multiple(a: float, b: float) -> bool:
-    r = a / b
-    return abs(r - round(r)) < 1e-9 * max(1.0, r) and round(r) >= 1
-
-
-def _suggest_record(record_dt: float, snapshot_dt: float, dt: float) -> tuple[float, float]:
-    """The smallest output.record_dt >= record_dt on the grid dt that divides snapshot_dt
-    (else snapshot_dt rounded up to a multiple of it)."""
-    k0 = max(1, math.ceil(record_dt / dt - 1e-9))
-    for k in range(k0, k0 + 10_000):
-        r = k * dt
-        if r > snapshot_dt + 1e-12:
-            break
-        if _is_multiple(snapshot_dt, r):
-            return r, snapshot_dt
-    r = k0 * dt
-    return r, math.ceil(snapshot_dt / r - 1e-9) * r
-
-
-def path_fit_error(wp, cfg, file=None) -> str | None:
-    """Why the saved weight path ``wp`` cannot drive the configuration ``cfg``, as one line
-    that names every key to set (None when it fits).
-
-    The path fixes H, d and the grid step; the run needs ``weights.dt`` equal to the
-    path's step, ``output.record_dt`` (and ``snapshot_dt``, particles ``solver.dt``) on
-    that grid, and ``solver.T`` no later than the path's end.
-    """
-    m, w, out = cfg.model, cfg.weights, cfg.output
-    problems, fixes = [], []
-    if wp.H != m.H:
-        problems.append(f"it has H = {wp.H} heads but model.H = {m.H}")
-        fixes.append(f"--set model.H={wp.H}")
-    if wp.d != m.d:
-        problems.append(f"it lives in d = {wp.d} but model.d = {m.d}")
-        fixes.append(f"--set model.d={wp.d}")
-    dt = float(wp.dt)
-    if abs(dt - w.dt) > 1e-12 * max(1.0, dt):
-        problems.append(f"its grid step is {_fmt(dt)} but weights.dt = {_fmt(w.dt)}")
-        fixes.append(f"--set weights.dt={_fmt(dt)}")
-    if not _is_multiple(out.record_dt, dt) or not _is_multiple(out.snapshot_dt, out.record_dt):
-        r, sn = _suggest_record(out.record_dt, out.snapshot_dt, dt)
-        if not _is_multiple(out.record_dt, dt):
-            problems.append(f"output.record_dt = {_fmt(out.record_dt)} is not a multiple of that step")
-        fixes.append(f"--set output.record_dt={_fmt(r)}")
-        if abs(sn - out.snapshot_dt) > 1e-12:
-            fixes.append(f"--set output.snapshot_dt={_fmt(sn)}")
-    sdt = getattr(cfg.solver, "dt", 0.0)
-    if cfg.run.solver == "particles" and sdt and not _is_multiple(sdt, dt):
-        problems.append(f"solver.dt = {_fmt(sdt)} is not a multiple of that step")
-        fixes.append("--set solver.dt=0")
-    if wp.T < cfg.solver.T - 1e-9 * max(1.0, wp.T):
-        problems.append(f"it ends at t = {_fmt(wp.T)} but solver.T = {_fmt(cfg.solver.T)}")
-        fixes.append(f"--set solver.T={_fmt(math.floor(wp.T / dt + 1e-9) * dt)}")
-    if not problems:
-        return None
-    where = f" {file}" if file else ""
-    return f"weights.path_file: the saved path{where} does not fit this run: {'; '.join(problems)}; add {' '.join(fixes)}"
 
 
 def _weight_files(folder: Path, kind: str) -> list[Path]:
@@ -365,34 +308,18 @@ def check_dpi(dpi) -> int:
 
 
 def _check_diagnostics(path: Path) -> None:
-    """A diagnostics table must parse: a header with 't' and rows of numbers (a half-written
-    last row of a run still writing is tolerated); CompareError naming the file and row."""
+    """A diagnostics table must parse (:func:`spherepde.runs.folders.read_diagnostics`: a
+    header with 't' and rows of numbers; an unfinished last line of a run still writing is
+    left out) and hold a record; CompareError naming the file and row."""
+    from spherepde.runs.folders import DiagnosticsError, read_diagnostics
+
     try:
-        with open(path, newline="") as fh:
-            text = fh.read()
-        rows = list(csv.reader(io.StringIO(text)))
-    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        records = len(read_diagnostics(path)["t"])
+    except DiagnosticsError as exc:
+        raise CompareError(str(exc)) from None
+    except OSError as exc:
         raise CompareError(f"{path} cannot be read as a diagnostics table ({' '.join(str(exc).split())}); the run folder is damaged") from None
-    if not rows or "t" not in rows[0]:
-        raise CompareError(f"{path}: row 1 is not a diagnostics header (no column 't'); the run folder is damaged")
-    header, body = rows[0], rows[1:]
-    good = 0
-    for i, r in enumerate(body):
-        problem = None
-        if len(r) != len(header):
-            problem = f"{len(r)} fields for {len(header)} columns"
-        else:
-            for col, x in zip(header, r):
-                try:
-                    float(x)
-                except ValueError:
-                    problem = f"column {col!r} holds {x[:40]!r}, not a number"
-                    break
-        if problem is None:
-            good += 1
-        elif i < len(body) - 1 or text.endswith("\n"):  # only an unfinished last line may be half-written by a run still going
-            raise CompareError(f"{path}: row {i + 2}: {problem}; the run folder is damaged")
-    if good == 0:
+    if records == 0:
         raise CompareError(f"{path} holds no records yet; compare runs that have recorded diagnostics")
 
 
@@ -419,7 +346,7 @@ def _check_folder(folder: Path, kind: str) -> None:
 
 def _tracks(folders):
     from spherepde.runs.folders import run_config, run_kind
-    from spherepde.viz.plots import load_series, solver_tracks
+    from spherepde.runs.series import load_series, solver_tracks
 
     tracks, runs, kinds = [], [], []
     names = [_name(Path(f)) for f in folders]
@@ -458,8 +385,31 @@ def _check_out(out: Path, force: bool) -> None:
         raise CompareError(f"--out {out}: {p} is a file, not a folder")
 
 
-def compare_runs(folders, out=None, *, force: bool = False, formats=("png",), dpi: int = 150) -> CompareResult:
-    """Compare run folders that share one weight path (see the module docstring).
+@dataclass
+class Comparison:
+    """What :func:`comparison` found, before anything is written: the output folder, the
+    tracks (the first is the reference), the differences per column ``{column: [(label, t,
+    y - y_ref)]}`` for the figures, and the table, checks and notes for the outputs."""
+
+    out: Path
+    tracks: list
+    diffs: dict
+    alignment: dict
+    warnings: list
+    rows: list
+    markdown: str
+    doc: dict
+    weight_path: dict
+
+    @property
+    def reference(self) -> str:
+        return self.tracks[0].label
+
+
+def comparison(folders, out=None, *, force: bool = False, dpi: int = 150) -> Comparison:
+    """Check and compare run folders that share one weight path (see the module docstring);
+    nothing is written. ``spherepde compare`` (:func:`spherepde.viz.compare.compare_runs`)
+    then draws the figures and writes the tables (:func:`write_tables`).
 
     Parameters
     ----------
@@ -468,9 +418,8 @@ def compare_runs(folders, out=None, *, force: bool = False, formats=("png",), dp
         ``force``.
     force : go on when the weight paths differ (warning everywhere) and write into a
         non-empty output folder (only the comparison's own files are replaced).
-    formats : figure formats (png, pdf, svg).
 
-    Raises :class:`CompareError` (bad input, nothing written) and FileNotFoundError.
+    Raises :class:`CompareError` (bad input) and FileNotFoundError.
     """
     check_dpi(dpi)
     folders = [Path(f) for f in folders]
@@ -525,22 +474,27 @@ def compare_runs(folders, out=None, *, force: bool = False, formats=("png",), dp
             diffs.setdefault(c, []).append((tr.label, tgrid, d))
     dist_rows = _distance_rows(tracks)
     markdown = _markdown(rows, alignment, wcheck, warnings, runs, dist_rows)
-    # ---------------------------------------------------------------- write
-    out.mkdir(parents=True, exist_ok=True)
-    files = _figures(tracks, diffs, ref.label, out, alignment, warnings, formats, dpi)
-    from spherepde.runs.files import jsonable
-
-    atomic_write_text(out / "differences.md", markdown)
-    atomic_write_text(out / "differences.csv", _csv(rows))
-    files += [out / "differences.md", out / "differences.csv", out / "compare.json"]
     doc = {
         "runs": runs, "reference": ref.label, "tracks": [t.label for t in tracks], "weight_path": wcheck, "forced": bool(force and not wcheck["same"]),
-        "alignment": alignment, "columns": shared, "differences": rows, "distances": dist_rows, "warnings": warnings, "files": [str(p) for p in files],
+        "alignment": alignment, "columns": shared, "differences": rows, "distances": dist_rows, "warnings": warnings, "files": [],
         "relative": (f"rel(t) = |y - y_ref| / max(s(t), {REL_FLOOR:g} max_t s), s = (|y| + |y_ref|)/2; rel_mean_diff / rel_max_diff = its time average / "
                      "maximum (so max >= mean); none when one side is ~0 throughout (rel_note). ref_mean_abs / ref_max_abs: time average / maximum of s"),
     }
+    return Comparison(out, tracks, diffs, alignment, warnings, rows, markdown, doc, wcheck)
+
+
+def write_tables(c: Comparison, figures: list[Path]) -> CompareResult:
+    """Write ``differences.md``, ``differences.csv`` and ``compare.json`` (listing the
+    ``figures`` already drawn) into ``c.out``."""
+    from spherepde.runs.files import jsonable
+
+    out = c.out
+    atomic_write_text(out / "differences.md", c.markdown)
+    atomic_write_text(out / "differences.csv", _csv(c.rows))
+    files = [*figures, out / "differences.md", out / "differences.csv", out / "compare.json"]
+    doc = {**c.doc, "files": [str(p) for p in files]}
     atomic_write_text(out / "compare.json", json.dumps(jsonable(doc), indent=2))
-    return CompareResult(out, rows, wcheck, alignment, warnings, files, markdown)
+    return CompareResult(out, c.rows, c.weight_path, c.alignment, c.warnings, files, c.markdown)
 
 
 
@@ -556,7 +510,7 @@ def _pct(x) -> str:
 def _distance_rows(tracks) -> list[dict]:
     """The mesh-versus-token distances of coupled runs with their floor: the value at t = 0,
     where the tokens are drawn from the density (sampling and smoothing, not disagreement)."""
-    from spherepde.viz.plots import distance_floor
+    from spherepde.runs.series import distance_floor
 
     out, seen = [], set()
     for tr in tracks:
@@ -616,98 +570,3 @@ def _csv(rows) -> str:
     for r in rows:
         w.writerow([(repr(float(r[c])) if math.isfinite(r[c]) else "") if isinstance(r[c], float) else r[c] for c in cols])
     return buf.getvalue()
-
-
-#: The longest run name a legend shows (longer ones keep their start and end around "…").
-LABEL_WIDTH = 32
-
-
-def _word_cuts(name: str) -> list[int]:
-    return [0] + [i + 1 for i, ch in enumerate(name) if ch in "-_ ./"] + [len(name)]
-
-
-def _shorten(names: list[str], width: int = LABEL_WIDTH) -> list[str]:
-    """Short, distinct legend names for run names: the words all names share at their start
-    and end are dropped (when that leaves every name non-empty and distinct), then names
-    longer than ``width`` keep their start and end around "…"; "run 1", "run 2", ... if
-    that is not enough to tell them apart."""
-    names = [str(n) for n in names]
-    if len(names) > 1:
-        pre = min((i for i in _word_cuts(names[0]) if all(n[:i] == names[0][:i] and i < len(n) for n in names)), key=lambda i: -i, default=0)
-        rev = [n[::-1] for n in names]
-        suf = min((i for i in _word_cuts(rev[0]) if all(r[:i] == rev[0][:i] and i < len(r) for r in rev)), key=lambda i: -i, default=0)
-        cut = [n[pre: len(n) - suf].strip("-_ ./") for n in names]
-        if all(cut) and len(set(cut)) == len(cut):
-            names = cut
-    half = (width - 1) // 2
-    out = [n if len(n) <= width else n[:half] + "…" + n[len(n) - (width - 1 - half):] for n in names]
-    return out if len(set(out)) == len(out) else [f"run {k + 1}" for k in range(len(out))]
-
-
-def short_labels(tracks) -> dict[str, str]:
-    """Legend labels of compared tracks (full label -> short one): one coupled run gives
-    "mesh" and "tokens"; several runs their shortened names (": mesh" / ": tokens" for the
-    tracks of a coupled run, " (solver)" when the name does not say it). The full names
-    stay in differences.md and compare.json."""
-    order: list = []
-    for tr in tracks:
-        if not any(tr.series is s for s in order):
-            order.append(tr.series)
-    coupled = {id(s) for s in order if sum(tr.series is s for tr in tracks) > 1}
-
-    def solver(s) -> str:
-        return str(s.config.get("run", {}).get("solver") or "")
-
-    def run_name(s) -> str:
-        tr = next(t for t in tracks if t.series is s)
-        if id(s) in coupled:
-            return tr.label.rsplit(": ", 1)[0]
-        tail = f" ({solver(s)})"  # solver_tracks: "<name> (<solver>)"; the solver is added back below
-        return tr.label[: -len(tail)] if solver(s) and tr.label.endswith(tail) else tr.label
-
-    short = _shorten([run_name(s) for s in order]) if len(order) > 1 else [""]
-    labels = {}
-    for tr in tracks:
-        i = next(k for k, s in enumerate(order) if tr.series is s)
-        if id(tr.series) in coupled:
-            part = "tokens" if tr.prefix else "mesh"
-        else:
-            part = solver(tr.series) if solver(tr.series) and solver(tr.series) not in short[i] else ""
-        labels[tr.label] = (f"{short[i]} ({part})" if short[i] and part and id(tr.series) not in coupled
-                            else ": ".join(x for x in (short[i], part) if x)) or tr.label
-    return labels
-
-
-def _figures(tracks, diffs, ref_label, out: Path, alignment, warnings, formats, dpi) -> list[Path]:
-    from dataclasses import replace
-
-    from spherepde.viz import plots
-
-    short = short_labels(tracks)
-    full, tracks = tracks, [replace(tr, label=short[tr.label]) for tr in tracks]
-    diffs = {c: [(short.get(lab, lab), t, d) for lab, t, d in v] for c, v in diffs.items()}
-    ref_label = short.get(ref_label, ref_label)
-    how = "interpolated onto" if alignment["method"].startswith("linear") else "at"
-    note = f"lower panels: difference to {ref_label} {how} its record times"
-    if warnings:
-        note = "DIFFERENT WEIGHT PATHS; " + note
-    written: list[Path] = []
-    for stem, panels in plots.PANELS.items():
-        try:
-            fig = plots.plot_columns(tracks, panels, plots.figure_title(stem, tracks[0].series.sign), differences={p.column: diffs.get(p.column, []) for p in panels}, reference=ref_label, note=note)
-        except ValueError as exc:
-            log.info("no %s figure: %s", stem, exc)
-            continue
-        written += plots._save(fig, out, stem, formats, dpi)
-    seen = set()
-    for tr in full:
-        s = tr.series
-        if id(s) in seen or not distance_columns(s.columns):
-            continue
-        seen.add(id(s))
-        name = tr.label.split(":")[0] if ":" in tr.label else "run"
-        try:
-            written += plots._save(plots.plot_distances(s), out, f"distances-{_safe(name)}", formats, dpi)
-        except ValueError as exc:
-            log.info("no distances figure for %s: %s", name, exc)
-    return written

@@ -31,9 +31,9 @@ from pathlib import Path
 
 import numpy as np
 
-from spherepde.model.columns import attributes as column_attributes
 from spherepde._base import atomic_file, load_arrays
-from spherepde.runs.folders import NotARunFolderError, _mc_paths, _snapshot_files, load_snapshots, run_config, run_kind
+from spherepde.model.columns import attributes as column_attributes
+from spherepde.runs.folders import DiagnosticsError, NotARunFolderError, _mc_paths, _snapshot_files, load_snapshots, read_diagnostics, run_config, run_kind
 
 __all__ = ["RunFileError", "check_npz", "check_run_parts", "open_run", "open_sweep", "diagnostics_frame", "export_netcdf"]
 
@@ -57,32 +57,16 @@ def _one_line(exc: BaseException) -> str:
 
 
 def _read_csv(path: Path) -> dict[str, np.ndarray]:
-    import pandas as pd
-
+    """The diagnostics table (:func:`spherepde.runs.folders.read_diagnostics`; an unfinished
+    last line of a run still writing is left out), {} when missing or empty."""
     if not path.is_file() or path.stat().st_size == 0:
         return {}
     try:
-        df = pd.read_csv(path)
-    except (OSError, ValueError, UnicodeDecodeError) as exc:  # pandas' ParserError and EmptyDataError are ValueErrors
+        return read_diagnostics(path)
+    except DiagnosticsError as exc:
+        raise RunFileError(str(exc)) from None
+    except OSError as exc:
         raise RunFileError(f"{path} cannot be read as a diagnostics table ({_one_line(exc)}); the run folder is damaged") from None
-    out = {}
-    for c in df.columns:
-        try:
-            out[c] = df[c].to_numpy(dtype=float)
-        except (TypeError, ValueError):
-            bad = next((i for i, v in enumerate(df[c]) if not _is_number(v)), 0)
-            raise RunFileError(f"{path}: row {bad + 2}, column {c!r} holds {df[c].iloc[bad]!r}, not a number; the run folder is damaged") from None
-    if "t" not in out:
-        raise RunFileError(f"{path} has no time column 't'; it is not a spherepde diagnostics table")
-    return out
-
-
-def _is_number(v) -> bool:
-    try:
-        float(v)
-    except (TypeError, ValueError):
-        return False
-    return True
 
 
 def check_npz(path: Path) -> None:
@@ -151,7 +135,7 @@ def diagnostics_frame(run_dir):
     path = Path(run_dir) / "diagnostics.csv"
     if not path.is_file():
         raise FileNotFoundError(f"{run_dir}: no diagnostics.csv (is this a run folder?)")
-    return pd.read_csv(path).set_index("t", drop=False)
+    return pd.DataFrame(read_diagnostics(path)).set_index("t", drop=False)
 
 
 def _flat_config(cfg: dict) -> dict:

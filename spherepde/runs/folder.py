@@ -11,7 +11,6 @@ raises an OSError naming the file, before VTK is ever reached.
 
 from __future__ import annotations
 
-import csv
 import errno
 import json
 import logging
@@ -33,7 +32,7 @@ from spherepde.runs.files import FolderLock
 
 log = logging.getLogger(__name__)
 
-__all__ = ["MARKER", "LOCK_FILE", "VTK_RESERVE_BYTES", "RunExistsError", "RunLockedError", "RunFolderError", "read_diagnostics"]
+__all__ = ["MARKER", "LOCK_FILE", "VTK_RESERVE_BYTES", "RunExistsError", "RunLockedError", "RunFolderError"]
 
 
 #: Marker file written into every run folder (and Monte-Carlo folder) when it is created;
@@ -59,19 +58,6 @@ class RunLockedError(RunExistsError):
 
 class RunFolderError(ValueError):
     """The run folder cannot be used: it cannot be created or written, or it is damaged (nothing was written)."""
-
-
-# --------------------------------------------------------------------- small I/O
-def read_diagnostics(path) -> dict:
-    """Read a diagnostics CSV into a dict of float arrays (column -> values)."""
-    path = Path(path)
-    with open(path, newline="") as fh:
-        rows = list(csv.reader(fh))
-    if not rows:
-        raise ValueError(f"{path} is empty")
-    header, body = rows[0], rows[1:]
-    data = np.array([[float(x) for x in r] for r in body], dtype=float).reshape(len(body), len(header))
-    return {h: data[:, i] for i, h in enumerate(header)}
 
 
 # ------------------------------------------------------------------- the run loop

@@ -1,4 +1,8 @@
-"""Reading run folders: the kind of run, its configuration, its snapshots.
+"""Reading run folders: the kind of run, its configuration, its diagnostics, its snapshots.
+
+:func:`read_diagnostics` is the one reader of diagnostics tables (``diagnostics.csv`` and a
+Monte-Carlo folder's ``diagnostics_mean.csv`` and friends) for the runner, Monte-Carlo,
+compare, the figures, the NetCDF export and sweeps.
 
 Used by the pictures (:mod:`spherepde.viz`) and by runs that start from another run's
 state (``initial.kind = "run"``). Snapshots come from ``snapshots.npz`` (``t`` (S,),
@@ -8,6 +12,8 @@ state (``initial.kind = "run"``). Snapshots come from ``snapshots.npz`` (``t`` (
 
 from __future__ import annotations
 
+import csv
+import io
 import logging
 import tomllib
 import zipfile
@@ -18,7 +24,7 @@ import numpy as np
 
 from spherepde._base import load_arrays
 
-__all__ = ["NotARunFolderError", "run_config", "run_kind", "RunSnapshots", "load_snapshots"]
+__all__ = ["NotARunFolderError", "DiagnosticsError", "MALFORMED", "read_diagnostics", "run_config", "run_kind", "RunSnapshots", "load_snapshots"]
 
 
 _log = logging.getLogger(__name__)
@@ -26,6 +32,67 @@ _log = logging.getLogger(__name__)
 
 class NotARunFolderError(ValueError):
     """The folder is not a spherepde run folder (or not one that can be drawn)."""
+
+
+class DiagnosticsError(ValueError):
+    """A diagnostics table that cannot be read; the one-line message names the file (and the row)."""
+
+
+#: What :func:`read_diagnostics` does with a malformed row (wrong number of fields, or a
+#: field that is not a number): ``"raise"`` always raises; ``"last"`` leaves out an
+#: unfinished last line (no line end: a run still writing it) and raises for any other;
+#: ``"skip"`` leaves out every malformed row with a warning (figures of a run still going).
+MALFORMED = ("raise", "last", "skip")
+
+
+def read_diagnostics(path, *, malformed: str = "last") -> dict[str, np.ndarray]:
+    """A diagnostics table as ``{column: float array}`` (every column, in the file's order).
+
+    Every value is parsed with Python's ``float`` (bit for bit the ``repr`` written). Raises
+    :class:`DiagnosticsError` (a ValueError, one line naming the file and the row) for text
+    that is not a CSV table, an empty file, a header without the time column ``t`` and a
+    malformed row (see :data:`MALFORMED`); OSError when the file cannot be opened.
+    """
+    if malformed not in MALFORMED:
+        raise ValueError(f"malformed={malformed!r}: expected one of {', '.join(MALFORMED)}")
+    path = Path(path)
+    with open(path, newline="") as fh:
+        try:
+            text = fh.read()
+            rows = list(csv.reader(io.StringIO(text)))
+        except (UnicodeDecodeError, csv.Error) as exc:
+            raise DiagnosticsError(f"{path} cannot be read as a diagnostics table ({' '.join(str(exc).split())}); the run folder is damaged") from None
+    if not rows:
+        raise DiagnosticsError(f"{path} is empty: the run has recorded nothing yet")
+    header, body = rows[0], rows[1:]
+    if "t" not in header:
+        raise DiagnosticsError(f"{path}: row 1 is not a diagnostics header (no column 't'); the run folder is damaged")
+    records = []
+    for i, r in enumerate(body):
+        problem = None
+        if len(r) != len(header):
+            problem = f"{len(r)} fields for {len(header)} columns"
+        else:
+            try:
+                records.append([float(x) for x in r])
+                continue
+            except ValueError:
+                col, x = next((c, x) for c, x in zip(header, r) if not _is_float(x))
+                problem = f"column {col!r} holds {x[:40]!r}, not a number"
+        if malformed == "skip":
+            _log.warning("%s: skipping a malformed row (a run still writing?)", path)
+        elif not (malformed == "last" and i == len(body) - 1 and not text.endswith("\n")):
+            raise DiagnosticsError(f"{path}: row {i + 2}: {problem}; the run folder is damaged")
+    data = np.array(records, dtype=float).reshape(len(records), len(header))
+    return {h: data[:, i] for i, h in enumerate(header)}
+
+
+def _is_float(x: str) -> bool:
+    try:
+        float(x)
+    except ValueError:
+        return False
+    return True
 
 
 # =============================================================================== run folders

@@ -35,8 +35,8 @@ from spherepde.runs.folder import (
     _refuse_existing,
     _RunFolder,
     _writing,
-    read_diagnostics,
 )
+from spherepde.runs.folders import read_diagnostics
 from spherepde.runs.runner import (
     RunAborted,
     RunFailedError,
@@ -145,7 +145,7 @@ def _monte_carlo_paths_logged(cfg: Config, folder: Path, paths: int, *, progress
         sub = folder / f"path-{i:03d}"
         status = _read_summary(sub).get("status") if resuming else None
         if status == "completed":
-            res = RunResult(sub, "completed", read_diagnostics(sub / "diagnostics.csv"))
+            res = RunResult(sub, "completed", read_diagnostics(sub / "diagnostics.csv", malformed="raise"))
         elif resuming and (sub / "config.toml").is_file() and ((sub / MARKER).is_file() or any(p.exists() for p in _RunFolder(sub).checkpoint_paths())):
             res = resume_run(sub, progress=progress)
         else:

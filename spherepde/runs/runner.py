@@ -87,13 +87,13 @@ from spherepde.runs.folder import (
     _write_marker,
     _write_snapshot,
     _writing,
-    read_diagnostics,
 )
+from spherepde.runs.folders import read_diagnostics
 from spherepde.runs.progress import ProgressBar
 
 log = logging.getLogger(__name__)
 
-__all__ = ["MARKER", "LOCK_FILE", "RunExistsError", "RunLockedError", "RunFolderError", "read_diagnostics", "DT_FLOOR", "STEP_GROWTH", "MAX_STEPS", "MIN_STEPS_CHECKED", "RunFailedError", "RunAborted", "NonFiniteDiagnostic", "StepBudgetError", "Interrupted", "RunResult", "build_weight_path", "build_mesh", "build_initial_density", "build_initial_tokens", "build_solver", "default_run_name", "run", "EXTEND_KEYS", "resume"]
+__all__ = ["MARKER", "LOCK_FILE", "RunExistsError", "RunLockedError", "RunFolderError", "DT_FLOOR", "STEP_GROWTH", "MAX_STEPS", "MIN_STEPS_CHECKED", "RunFailedError", "RunAborted", "NonFiniteDiagnostic", "StepBudgetError", "Interrupted", "RunResult", "build_weight_path", "build_mesh", "build_initial_density", "build_initial_tokens", "build_solver", "default_run_name", "run", "EXTEND_KEYS", "resume"]
 
 
 #: Floor on the mesh solver's time step, relative to T: a smaller step fails the run.
@@ -192,7 +192,7 @@ def _build_weight_path(cfg: Config, *, seed: int | None = None) -> WeightPath:
             from spherepde.model.weights import _read_array
 
             wp = weight_path_from_arrays(_read_array(path, key="D"), w.dt, sign=m.sign)
-        from spherepde.runs.compare import path_fit_error
+        from spherepde.runs.branch import path_fit_error
 
         problem = path_fit_error(wp, cfg, path)  # one line naming every key to set (H, d, weights.dt, record_dt, T)
         if problem:
@@ -548,7 +548,7 @@ def _merge_events(solver) -> dict | None:
 
 def _write_summary(rf: _RunFolder, cfg: Config, status: str, wall: float, extra: dict | None = None) -> dict:
     try:
-        diag = read_diagnostics(rf.csv) if rf.csv.is_file() and rf.csv.stat().st_size else {}
+        diag = read_diagnostics(rf.csv, malformed="raise") if rf.csv.is_file() and rf.csv.stat().st_size else {}
     except (OSError, ValueError):  # a row cut short by a failed write
         diag = {}
     final = {k: float(v[-1]) for k, v in diag.items() if len(v)} if diag else {}
@@ -656,7 +656,7 @@ def _execute(cfg: Config, rf: _RunFolder, solver, path: WeightPath, mesh, *, loc
             logging.getLogger("spherepde").removeHandler(handler)
             handler.close()
         lock.release()
-    return RunResult(folder, status, read_diagnostics(rf.csv))
+    return RunResult(folder, status, read_diagnostics(rf.csv, malformed="raise"))
 
 
 def _load_run_config(folder: Path) -> Config:
@@ -830,7 +830,7 @@ def resume(folder, *, progress: bool | None = None, overrides: dict | None = Non
             log.warning("%s is complete (T = %g): nothing to resume; extend it with: spherepde resume %s --set solver.T=...",
                         folder, cfg.solver.T, folder)
             try:
-                return RunResult(folder, "completed", read_diagnostics(rf.csv))
+                return RunResult(folder, "completed", read_diagnostics(rf.csv, malformed="raise"))
             except (OSError, ValueError) as exc:
                 raise RunFolderError(_damaged(folder, f"diagnostics.csv cannot be read ({_one_line(exc)})")) from exc
         path = _load_part(folder, "weights.npz", WeightPath.load)
@@ -890,7 +890,7 @@ def _restart(folder: Path, cfg: Config, rf: _RunFolder, summary: dict, *, lock, 
     if summary.get("status") == "completed" and rf.csv.is_file():  # checkpoints deleted after the end
         lock.release()
         try:
-            return RunResult(folder, "completed", read_diagnostics(rf.csv))
+            return RunResult(folder, "completed", read_diagnostics(rf.csv, malformed="raise"))
         except (OSError, ValueError) as exc:
             raise RunFolderError(_damaged(folder, f"diagnostics.csv cannot be read ({_one_line(exc)})")) from exc
     wall0 = time.monotonic()

@@ -20,7 +20,9 @@ Monte-Carlo folder (the mean over its ``path-NNN`` runs with a band of one stand
 error of the mean and a 5-95 % quantile band, both kept positive on log axes; from
 ``diagnostics_mean.csv``/``diagnostics_std.csv`` (and ``diagnostics_q05/q95.csv``) when the
 path folders are gone), a dict of column arrays
-(:func:`spherepde.runs.runner.read_diagnostics`) or a list of such dicts (one per path).
+(:func:`spherepde.runs.folders.read_diagnostics`) or a list of such dicts (one per path).
+The data behind the figures (:class:`~spherepde.runs.series.Series`, its bands and tracks)
+is :mod:`spherepde.runs.series`; this module only draws.
 
 Coupled runs (``run.solver = "both"``) overlay the mesh columns and the tokens' ``p_``
 columns in the energy, G², EDI and mean-resultant figures, and plot the distances
@@ -30,30 +32,25 @@ between the two (``w1_exact``, ``w1_sliced``, ``l1_hist``) labelled by method.
 
 from __future__ import annotations
 
-import csv
 import logging
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from spherepde.model.columns import PARTICLE_PREFIX, distance_columns
+from spherepde.model.columns import distance_columns
+from spherepde.runs.series import Series, defined, distance_floor, load_series, solver_tracks
 
 __all__ = [
     "DISTANCE_LABELS",
     "FORMATS",
     "PANELS",
-    "Band",
     "Panel",
-    "Series",
-    "Track",
     "distance_label",
-    "load_series",
     "plot_columns",
     "plot_edi_residuals",
     "plot_mean_resultant",
-    "solver_tracks",
     "plot_density_map",
     "plot_dissipation",
     "plot_distances",
@@ -73,241 +70,10 @@ RHO_LABEL = r"$\rho$ (density per unit area)"
 T_LABEL = r"$t$"
 
 
-# ================================================================================= reading
-def _read_csv(path: Path) -> dict:
-    """:func:`spherepde.runs.runner.read_diagnostics`, tolerant of a half-written last row."""
-    from spherepde.runs.runner import read_diagnostics
-
-    try:
-        return read_diagnostics(path)
-    except ValueError:
-        with open(path, newline="") as fh:
-            rows = list(csv.reader(fh))
-        if not rows:
-            raise ValueError(f"{path} is empty: the run has recorded nothing yet") from None
-        header, body = rows[0], []
-        for r in rows[1:]:
-            try:
-                vals = [float(x) for x in r]
-            except ValueError:
-                vals = None
-            if vals is None or len(vals) != len(header):
-                _log.warning("%s: skipping a malformed row (a run still writing?)", path)
-                continue
-            body.append(vals)
-        data = np.array(body, float).reshape(len(body), len(header))
-        return {h: data[:, i] for i, h in enumerate(header)}
-
-
-@dataclass
-class Band:
-    """A column over time with its spread over Monte-Carlo paths.
-
-    mean : (T,) the value (one run) or the mean over paths; sem : its standard error
-    std / sqrt(n) (None for one run); q05, q95 : the 5 % and 95 % quantiles over the paths
-    (None for one run, or when only aggregates without quantile files are left); n : paths.
-    """
-
-    mean: np.ndarray
-    sem: np.ndarray | None = None
-    q05: np.ndarray | None = None
-    q95: np.ndarray | None = None
-    n: int = 1
-
-
-@dataclass
-class Series:
-    """Diagnostics of one run or of the paths of a Monte-Carlo folder.
-
-    Attributes
-    ----------
-    paths : one dict of column arrays per path (one for a single run), equal lengths;
-        for a Monte-Carlo folder read from its aggregate files, the mean columns.
-    std : per-column standard deviations when only aggregates were available, else None.
-    sign : the model's sign s (EDI), from the config (default -1).
-    kind : "particles", "mesh" or "montecarlo".
-    label : a short description of the run ("mesh, H = 10, ou weights").
-    config : the run's config.toml as a dict (empty if unknown).
-    quantiles : aggregates only: {"q05": columns, "q95": columns} when the Monte-Carlo
-        folder wrote diagnostics_q05.csv / diagnostics_q95.csv.
-    n_aggregated : aggregates only: the number of paths behind the means.
-    """
-
-    paths: list
-    std: dict | None = None
-    sign: float = -1.0
-    kind: str = "particles"
-    label: str = ""
-    config: dict = field(default_factory=dict)
-    quantiles: dict | None = None
-    n_aggregated: int = 0
-
-    @property
-    def t(self) -> np.ndarray:
-        return self.paths[0]["t"]
-
-    @property
-    def columns(self) -> list[str]:
-        return list(self.paths[0])
-
-    @property
-    def n_paths(self) -> int:
-        return len(self.paths) if self.std is None else self.n_aggregated
-
-    @property
-    def is_ensemble(self) -> bool:
-        return self.std is not None or len(self.paths) > 1
-
-    def has(self, col: str) -> bool:
-        return col in self.paths[0]
-
-    def stat(self, what) -> tuple[np.ndarray, np.ndarray | None]:
-        """Mean over paths and standard deviation (None for one run) of a column name or of
-        a function of a path's columns."""
-        f = (lambda d: d[what]) if isinstance(what, str) else what
-        vals = np.stack([np.asarray(f(d), float) for d in self.paths])
-        if self.std is not None:  # aggregates only: std exists for plain columns
-            return vals[0], (self.std[what] if isinstance(what, str) and what in self.std else None)
-        if len(vals) == 1:
-            return vals[0], None
-        return vals.mean(axis=0), vals.std(axis=0, ddof=1)
-
-    def band(self, what) -> Band:
-        """The :class:`Band` of a column name or of a function of a path's columns: the
-        mean, its standard error and the 5-95 % quantiles over the paths."""
-        f = (lambda d: d[what]) if isinstance(what, str) else what
-        vals = np.stack([np.asarray(f(d), float) for d in self.paths])
-        if self.std is not None:  # aggregates only
-            n = max(self.n_aggregated, 1)
-            std = self.std.get(what) if isinstance(what, str) else None
-            sem = None if std is None or n < 2 else np.asarray(std, float) / math.sqrt(n)
-            q = self.quantiles or {}
-            q05 = q.get("q05", {}).get(what) if isinstance(what, str) else None
-            q95 = q.get("q95", {}).get(what) if isinstance(what, str) else None
-            return Band(vals[0], sem, q05, q95, n)
-        if len(vals) == 1:
-            return Band(vals[0])
-        n = len(vals)
-        with np.errstate(invalid="ignore"):
-            sem = vals.std(axis=0, ddof=1) / math.sqrt(n)
-            q05, q95 = np.quantile(vals, [0.05, 0.95], axis=0)
-        return Band(vals.mean(axis=0), sem, q05, q95, n)
-
-
-def load_series(source) -> Series:
-    """A :class:`Series` from a run folder, a Monte-Carlo folder, a dict or a list of dicts."""
-    if isinstance(source, Series):
-        return source
-    if isinstance(source, dict):
-        return Series([source])
-    if isinstance(source, (list, tuple)):
-        return Series(list(source))
-    from spherepde.runs.folders import run_config, run_kind
-
-    folder = Path(source)
-    kind = run_kind(folder)
-    cfg = run_config(folder)
-    sign = float(cfg.get("model", {}).get("sign", -1))
-    label = _run_label(cfg, folder)
-    if kind != "montecarlo":
-        csvp = folder / "diagnostics.csv"
-        if not csvp.is_file():
-            raise FileNotFoundError(f"{folder}: no diagnostics.csv; the run has recorded nothing yet")
-        return Series([_read_csv(csvp)], sign=sign, kind=kind, label=label, config=cfg)
-    paths = []
-    for p in sorted(folder.glob("path-[0-9]*")):
-        if (p / "diagnostics.csv").is_file():
-            paths.append(_read_csv(p / "diagnostics.csv"))
-    n = len(paths[0]["t"]) if paths else 0
-    if paths and all(len(d["t"]) == n for d in paths) and n:
-        return Series(paths, sign=sign, kind=kind, label=label, config=cfg)
-    mean, std = folder / "diagnostics_mean.csv", folder / "diagnostics_std.csv"
-    if mean.is_file():
-        quantiles = {q: _read_csv(folder / f"diagnostics_{q}.csv") for q in ("q05", "q95") if (folder / f"diagnostics_{q}.csv").is_file()}
-        return Series(
-            [_read_csv(mean)], std=_read_csv(std) if std.is_file() else {}, sign=sign, kind=kind, label=label, config=cfg,
-            quantiles=quantiles if len(quantiles) == 2 else None, n_aggregated=_mc_path_count(folder, cfg),
-        )
-    raise FileNotFoundError(f"{folder}: Monte-Carlo folder with no finished paths and no diagnostics_mean.csv")
-
-
-def _mc_path_count(folder: Path, cfg: dict) -> int:
-    """The number of paths of a Monte-Carlo folder (summary.json, else montecarlo.paths)."""
-    import json
-
-    try:
-        n = json.loads((folder / "summary.json").read_text()).get("paths")
-        if isinstance(n, int) and n > 0:
-            return n
-    except (OSError, ValueError, AttributeError):
-        pass
-    n = cfg.get("montecarlo", {}).get("paths", 0)
-    return int(n) if isinstance(n, int) else 0
-
-
-def _saved_process(folder) -> str:
-    """The process name a run's saved weight path records (a custom process saved and
-    driven with weights.process = 'file'), or ''."""
-    import json
-
-    try:
-        with np.load(Path(folder) / "weights.npz", allow_pickle=False) as z:
-            meta = json.loads(str(z["meta"])) if "meta" in z.files else {}
-    except (OSError, ValueError, KeyError):
-        return ""
-    name = meta.get("process") if isinstance(meta, dict) else None
-    return str(name) if isinstance(name, str) and name and name != "file" else ""
-
-
-def _run_label(cfg: dict, folder=None) -> str:
-    """'mesh, H = 10, ou weights' from a run's config (empty if unknown); a run on a saved
-    path (weights.process = 'file') names the process that made it, e.g. 'rotating-target
-    weights (from a file)'."""
-    run, model, w = cfg.get("run", {}), cfg.get("model", {}), cfg.get("weights", {})
-    parts = []
-    if run.get("solver"):
-        parts.append(run["solver"])
-    if "H" in model:
-        parts.append(f"H = {model['H']}")
-    if w.get("process"):
-        saved = _saved_process(folder) if w["process"] == "file" and folder is not None else ""
-        parts.append(f"{saved} weights (from a file)" if saved else f"{w['process']} weights")
-    return ", ".join(parts)
-
-
 #: The relative mass drift axis spans at least +-this (the README's bound on the drift).
 MASS_DRIFT_SPAN = 1e-12
 #: rho_min below this fraction of the peak density is zero to round-off.
 RHO_ROUNDOFF = 1e-16
-
-@dataclass(frozen=True)
-class Track:
-    """One curve family of a figure: the columns ``prefix + name`` of a :class:`Series`
-    (``prefix = "p_"``: the tokens of a coupled run), shown as ``label``."""
-
-    series: Series
-    prefix: str = ""
-    label: str = ""
-
-    def has(self, col: str) -> bool:
-        return self.series.has(self.prefix + col)
-
-    def defined(self, col: str) -> bool:
-        return _defined(self.series, self.prefix + col)
-
-
-def solver_tracks(s: Series, name: str = "") -> list[Track]:
-    """The tracks of one run: a coupled run (``p_energy`` present) gives its mesh and its
-    particles; any other run one track. ``name`` (e.g. the run folder's name) is put in
-    front of the labels."""
-    head = f"{name}: " if name else ""
-    if s.has(PARTICLE_PREFIX + "energy"):
-        n = s.config.get("initial", {}).get("n")
-        toks = f"particles ({n} tokens)" if n else "particles"
-        return [Track(s, "", head + "mesh (finite volume)"), Track(s, PARTICLE_PREFIX, head + toks)]
-    solver = s.config.get("run", {}).get("solver") if name else None
-    return [Track(s, "", f"{name} ({solver})" if solver else name)]
-
 
 # ============================================================================ figure helpers
 def _figure(nrows: int = 1, *, height: float = 3.8, width: float = 6.4, sharex: bool = True):
@@ -381,12 +147,8 @@ def _finish(fig, axes, s: Series | None, title: str, *, outside: bool = False, n
                 ax.legend(fontsize=8, loc="best")
 
 
-def _defined(s: Series, col: str) -> bool:
-    return s.has(col) and bool(np.any(np.isfinite(s.paths[0][col])))
-
-
 def _need_energy(s: Series) -> None:
-    if not _defined(s, "energy"):
+    if not defined(s, "energy"):
         raise ValueError("the energy is not defined for this run (general heads, docs/model.md §1): no energy figures")
 
 
@@ -509,7 +271,7 @@ def plot_dissipation(source):
     """G²(t), log scale when positive (docs/model.md §3); a coupled run overlays mesh and
     tokens. Returns the Figure."""
     s = load_series(source)
-    if not _defined(s, "G2"):
+    if not defined(s, "G2"):
         raise ValueError("the dissipation G² is not defined for this run (general heads)")
     return plot_columns(solver_tracks(s), PANELS["G2"], figure_title("G2", s.sign))
 
@@ -577,7 +339,7 @@ def plot_edi_residuals(source):
     """The two EDI residuals (paper's form, exact chain rule) in two panels; a coupled run
     overlays mesh and tokens. Returns the Figure."""
     s = load_series(source)
-    if not any(_defined(s, c) for c in ("edi_paper", "edi_exact")):
+    if not any(defined(s, c) for c in ("edi_paper", "edi_exact")):
         raise ValueError("the EDI residuals are not defined for this run (general heads)")
     return plot_columns(solver_tracks(s), PANELS["edi"], _TITLES["edi"])
 
@@ -661,14 +423,6 @@ def plot_distances(source):
     ax.set_ylabel("distance between mesh and tokens")
     _finish(fig, [ax], s, "Mesh versus tokens", note="dotted: the value at t = 0, where the tokens are drawn from the density")
     return fig
-
-
-def distance_floor(s: Series, col: str) -> float:
-    """The first recorded value of a distance column (t = 0, tokens just drawn from the
-    density): its floor of sampling and smoothing, read beside the later values."""
-    v = np.asarray(s.band(col).mean, float)
-    fin = np.flatnonzero(np.isfinite(v))
-    return float(v[fin[0]]) if fin.size and abs(float(s.t[fin[0]])) <= 1e-9 else math.nan
 
 
 # ============================================================================== density maps

@@ -78,14 +78,14 @@ def _finite(v) -> float | None:
 def summarise_run(folder, t_min: float = 0.0, columns=SUMMARY_COLUMNS) -> dict:
     """Final values and time averages over t >= t_min of ``columns`` of a run folder
     (a Monte-Carlo folder: of its mean over paths), plus status and wall time."""
-    from spherepde.runs.runner import read_diagnostics
+    from spherepde.runs.folders import read_diagnostics
 
     folder = Path(folder)
     summary = json.loads((folder / "summary.json").read_text())
     csv_file = folder / "diagnostics.csv"
     if not csv_file.is_file():
         csv_file = folder / "diagnostics_mean.csv"
-    diag = read_diagnostics(csv_file)
+    diag = read_diagnostics(csv_file, malformed="raise")
     t = diag["t"]
     sel = t >= t_min - 1e-9
     row = {"status": summary.get("status", "unknown"), "wall_time_s": _finite(summary.get("wall_time_s")), "t_end": float(t[-1]) if t.size else None}
