@@ -46,3 +46,18 @@ def test_cost_and_nucleation_sentences_are_the_report(meta):
     nu = meta["nucleation"]
     assert f"argmax of γ_l ({nu['l_fastest_theory']})" in text and nu["l_fastest_mesh"] == nu["l_fastest_theory"]
     assert f"both show {nu['clusters_mesh']} clusters" in text and nu["clusters_mesh"] == nu["clusters_tokens"]
+
+
+def test_full_size_sentence_is_the_full_report():
+    rep = json.loads((ROOT / "validation" / "report-full" / "metastability" / "report.json").read_text(encoding="utf-8"))
+    st = rep["studies"]["metastability"]
+    r = st["results"]
+    text = " ".join(README.split())
+    passed = sum(c["passed"] for c in st["checks"].values())
+    lv = " / ".join(str(x["level"]) for x in r["levels"])
+    tv = " / ".join(f"{x['t_mesh']:.2f}" for x in r["levels"])
+    assert f"{passed}/{len(st['checks'])} checks) mesh levels {lv} give {tv} for β = 10" in text
+    words = {5: "five", 6: "six", 7: "seven", 8: "eight"}
+    assert f"{words[len(r['cases'])]} cases, " in text
+    c12 = next(c for c in r["cases"] if c["beta"] == 12.0)
+    assert f"β = 12 gives {c12['t_mesh']:.1f} against the ODE's {c12['t_ode']:.1f}" in text
