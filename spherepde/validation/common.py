@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
+from spherepde._base import atomic_write_text
 from spherepde.runs.files import jsonable
 
 __all__ = [
@@ -51,7 +52,8 @@ def to_jsonable(obj):
 
 
 def save_json(obj, path) -> None:
-    Path(path).write_text(json.dumps(to_jsonable(obj), indent=2))
+    """``obj`` as indented JSON in ``path`` (:func:`to_jsonable`; written atomically)."""
+    atomic_write_text(path, json.dumps(to_jsonable(obj), indent=2))
 
 
 def figure_path(out_dir, name: str) -> Path:
