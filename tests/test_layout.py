@@ -109,7 +109,8 @@ def _unit(module: str, root: str) -> str:
 
 def _imports(module: str, path: Path, is_pkg: bool, known) -> list[tuple[int, str]]:
     """(line, imported module of the package) for EVERY import in the file: module level,
-    inside functions and classes, ``import a.b``, ``from a import b`` and relative imports.
+    inside functions and classes, ``import a.b``, ``from a import b``, relative imports and
+    ``importlib.import_module`` of a literal name (an f-string: its literal package).
     ``from pkg import name`` is the submodule ``pkg.name`` when that exists, else ``pkg``."""
     root = module.split(".")[0]
     found = []
@@ -124,6 +125,10 @@ def _imports(module: str, path: Path, is_pkg: bool, known) -> list[tuple[int, st
             else:
                 mod = node.module or ""
             targets = [f"{mod}.{a.name}" if f"{mod}.{a.name}" in known else mod for a in node.names]
+        elif isinstance(node, ast.Call) and (getattr(node.func, "attr", None) or getattr(node.func, "id", None)) in ("import_module", "__import__") and node.args:
+            arg = node.args[0]  # importlib.import_module("a.b") or f"a.b.{name}": the literal part
+            text = arg.value if isinstance(arg, ast.Constant) else arg.values[0].value if isinstance(arg, ast.JoinedStr) and arg.values and isinstance(arg.values[0], ast.Constant) else ""
+            targets = [text if isinstance(arg, ast.Constant) else text.rpartition(".")[0]] if isinstance(text, str) and text else []
         else:
             continue
         for t in targets:
@@ -236,6 +241,7 @@ def test_the_checker_passes_a_layered_tree(tmp_path):
     ("runs/runner.py", "from ..viz.plots import draw\n"),  # relative
     ("runs/runner.py", "from spherepde import __version__\n"),  # the public namespace from inside
     ("_base.py", "from spherepde.model import energy\n"),  # the bottom imports nothing
+    ("model/energy.py", "import importlib\n\ndef f(name):\n    return importlib.import_module(f'spherepde.viz.{name}')\n"),  # dynamic
 ])
 def test_the_checker_fails_on_a_planted_upward_import(tmp_path, where, source):
     problems = layering_violations(_tree(tmp_path, {where: source}))
