@@ -24,8 +24,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
 from spherepde.model.columns import DISTANCE_MODES, PARTICLE_PREFIX, TOKEN_COLUMNS
 from spherepde.solvers.distances import SlicedW1, l1_to_particles, sample_from_density, wasserstein_sphere
 
@@ -59,7 +57,7 @@ class CoupledSolver:
             raise ValueError(f"output.distance_every: must be >= 1, got {distance_every!r}")
         self.mesh_solver = mesh_solver
         self.mesh = mesh_solver.mesh
-        X0 = sample_from_density(self.mesh, mesh_solver.rho, n, seed=seed)
+        X0 = sample_from_density(self.mesh, mesh_solver.density(), n, seed=seed)  # point masses included
         self.particle_solver = ParticleSolver(X0, mesh_solver.path, dt=particle_dt, integrator=particle_integrator)
         self.distances = distances
         self.distance_columns = DISTANCE_MODES[distances]
@@ -83,7 +81,8 @@ class CoupledSolver:
 
     @property
     def rho(self):
-        return self.mesh_solver.rho
+        """The mesh density with any point masses deposited in their cells (MeshSolver.density)."""
+        return self.mesh_solver.density()
 
     def advance(self, t_stop: float, *, should_stop=None) -> bool:
         """Advance both solvers to t_stop (True), or stop early when ``should_stop()`` says so (False);
@@ -103,7 +102,7 @@ class CoupledSolver:
         for k in TOKEN_COLUMNS:
             row[PARTICLE_PREFIX + k] = prow[k]
         due = self._distances_due()
-        X, rho = self.particle_solver.X, self.mesh_solver.rho
+        X, rho = self.particle_solver.X, self.mesh_solver.density()
         for c in self.distance_columns:
             if not due:
                 row[c] = float("nan")
@@ -117,7 +116,8 @@ class CoupledSolver:
         return row
 
     def snapshot(self) -> dict:
-        return {"rho": np.array(self.mesh_solver.rho, copy=True), "X": self.particle_solver.X.copy()}
+        snap = self.mesh_solver.snapshot()  # rho with point masses deposited, and the mesh's cluster table
+        return {"rho": snap["rho"], "X": self.particle_solver.X.copy(), "clusters": snap["clusters"]}
 
     def get_state(self) -> dict:
         st = {"mesh_" + k: v for k, v in self.mesh_solver.get_state().items()}
