@@ -300,3 +300,19 @@ def test_scheme_g2_agrees_with_the_nodal_g2_in_the_paper_regime(tmp_path):
     d = read_diagnostics(tmp_path / "r" / "diagnostics.csv")
     rel = np.abs(d["G2_scheme"] / d["G2"] - 1.0)
     assert rel.max() < 0.01 and rel.max() > 0  # two quadratures of one quantity: close, not identical
+
+
+def test_both_run_with_point_masses_samples_and_measures_them(tmp_path):
+    """run.solver = 'both' with point masses: the tokens are drawn from the density with the point
+    masses in it, and the distances see them (not only the cells' remainder)."""
+    from spherepde.runs.runner import read_diagnostics, run
+
+    over = {"run.solver": "both", "initial.kind": "vmf", "initial.means": [NORTH, EAST], "initial.kappas": [200.0, 200.0],
+            "initial.weights": [0.7, 0.3], "model.sign": 1, "weights.process": "frozen", "weights.init": "beta", "weights.beta": 8.0,
+            "solver.T": 0.2, "output.record_dt": 0.1, "output.vtk": False, "mesh.level": 8, "initial.n": 400,
+            "solver.integrator": "implicit", "solver.atoms": True}
+    run(sp.default_config().with_overrides(over), out=tmp_path / "b", progress=False)
+    d = read_diagnostics(tmp_path / "b" / "diagnostics.csv")
+    assert d["atom_mass"][0] > 0.99  # level 8: the kappa = 200 bumps are point masses from the start
+    assert abs(d["p_mean_resultant"][0] - d["mean_resultant"][0]) < 0.05  # the tokens were drawn from them
+    assert d["w1_sliced"][-1] < 0.3  # and the distance sees them (about h at level 8; the cells alone hold almost no mass)
