@@ -72,6 +72,8 @@ def cmd_run(args) -> int:
         if args.out is None and overrides:  # the folder name says what --set changed
             cfg = cfg.with_overrides({"run.name": run_name(cfg, overrides)})
         progress = False if args.quiet else None
+        if not args.quiet:
+            _announce_compiling(cfg)
         if cfg.montecarlo.paths > 1:
             from spherepde.runs.montecarlo import monte_carlo
 
@@ -79,6 +81,33 @@ def cmd_run(args) -> int:
         return runner.run(cfg, out=args.out, force=args.force, progress=progress)
 
     return _run_errors(args, call, before_start="interrupted before the run started; nothing to resume")
+
+
+def kernels_cached(solver: str) -> bool | None:
+    """Whether Numba's on-disk cache holds compiled kernels of ``solver`` ('mesh', 'particles' or
+    'both'): False in the first run after an install (or in a fresh NUMBA_CACHE_DIR), which
+    compiles them first; None when it cannot be told."""
+    try:
+        from numba.core.registry import CPUDispatcher
+
+        from spherepde.attention import direct, harmonic
+        from spherepde.model import fused
+        from spherepde.solvers import fv
+
+        groups = {"mesh": [(direct, harmonic, fv)], "particles": [(fused,)]}.get(solver, [(direct, harmonic, fv), (fused,)])
+        for modules in groups:
+            kernels = [f for mod in modules for f in vars(mod).values() if isinstance(f, CPUDispatcher) and getattr(f, "_cache", None) is not None]
+            if not any(f._cache._cache_file._load_index() for f in kernels):  # not one of the solver's kernels cached
+                return False
+        return True
+    except Exception:  # a Numba without these internals: say nothing
+        return None
+
+
+def _announce_compiling(cfg) -> None:
+    """One line on stderr at once when the run compiles the kernels first (instead of silence)."""
+    if kernels_cached(cfg.run.solver) is False:
+        print("compiling the kernels (the first run after an install; later runs start at once)...", file=sys.stderr, flush=True)
 
 
 def _report(res, quiet: bool) -> int:
@@ -90,7 +119,11 @@ def _report(res, quiet: bool) -> int:
         keys = [k for k in ("t", "energy", "G2", "edi_paper", "edi_exact", "mean_resultant", "mass", "rho_min") if k in fin]
         print(f"run {summary['status']}: {res.folder}")
         if "wall_time_s" in summary:
-            print(f"wall time: {summary['wall_time_s']:.1f} s")
+            total, session = summary["wall_time_s"], summary.get("session_wall_time_s", summary["wall_time_s"])
+            if session < total:  # a resumed run: this session's time, then the whole run's
+                print(f"wall time: {session:.1f} s this session ({total:.1f} s in all since the run started)")
+            else:
+                print(f"wall time: {total:.1f} s")
         def num(v) -> str:
             return f"{v:.6g}" if v is not None else "undefined"
 

@@ -423,17 +423,26 @@ def _record_time(cfg: Config, r: int) -> float:
     return min(tr if abs(tr - t) <= 1e-12 * max(1.0, abs(t)) else t, cfg.solver.T)
 
 
-def _step_estimate(solver, cfg: Config) -> int | None:
-    """Steps a run with adaptive steps should take (from the step of the current state); None for fixed steps."""
+def _adaptive_step(solver) -> float | None:
+    """The step the current state allows (the CFL bound, at most the weight grid step); None for fixed or implicit steps."""
     ms = getattr(solver, "mesh_solver", solver)
     if not hasattr(ms, "cfl_step") or getattr(ms, "dt", None) is not None:
         return None
     if getattr(ms, "integrator", "") == "implicit":  # steps follow the local error: no estimate from the CFL bound
         return None
     h = min(float(ms.cfl_step()), float(ms.path.dt))
-    if not (h > 0 and math.isfinite(h)):
+    return h if h > 0 and math.isfinite(h) else None
+
+
+def _step_estimate(solver, cfg: Config, t: float = 0.0) -> int | None:
+    """Steps a run with adaptive steps takes from ``t`` to T if every step is that of the current
+    state (a density that steepens takes more: run.log updates it as the run goes); None for fixed steps."""
+    h = _adaptive_step(solver)
+    if h is None:
         return None
-    return int(math.ceil(cfg.solver.T / h)) + _n_records(cfg)
+    # a step never crosses a point of the weight grid (nor a record time, one of those points)
+    pdt = float(getattr(solver, "mesh_solver", solver).path.dt)
+    return int(math.ceil(max(cfg.solver.T - t, 0.0) / pdt - 1e-9)) * int(math.ceil(pdt / h - 1e-9))
 
 
 class _StepBudget:
@@ -488,6 +497,7 @@ def _loop(cfg: Config, rf: _RunFolder, solver, path: WeightPath, mesh, *, start_
                       bar_format="{l_bar}{bar}| t={n:.3f}/{total:.3f} [{elapsed}<{remaining}{postfix}]")
     last_ckpt_wall = time.monotonic()
     status = "completed"
+    quarter = 1 + int(4 * start_record / n_records)  # run.log updates the step estimate at each quarter of T
 
     def meta(r: int, **extra) -> dict:
         return {"record": r, "t": _record_time(cfg, r), "step": solver.step_count, "wall": time.monotonic() - wall0, "step_estimate": budget.estimate, **extra}
@@ -523,6 +533,12 @@ def _loop(cfg: Config, rf: _RunFolder, solver, path: WeightPath, mesh, *, start_
                     raise NonFiniteDiagnostic(_nonfinite_message(row, bad, t_r, r))
                 if r % snap_every == 0 or r == n_records:
                     _write_snapshot(rf, r // snap_every if r % snap_every == 0 else (n_records + snap_every - 1) // snap_every, t_r, solver, mesh if cfg.output.vtk else None, tokens_vtk=cfg.output.vtk)
+                if budget.estimate is not None and 0 < r < n_records and r >= quarter * n_records / 4:
+                    quarter = 1 + int(4 * r / n_records)
+                    left = _step_estimate(solver, cfg, t_r)
+                    if left is not None:
+                        log.info("t = %g: %d steps so far, about %d in all at the current step (dt = %.3g)",
+                                 t_r, solver.step_count, solver.step_count + left, _adaptive_step(solver))
                 dt_last = row.get("dt_last")
                 bar.set(round(t_r, 10), f"step={solver.step_count}" + (f", dt={dt_last:.2e}" if dt_last else ""))
                 due = (r > 0 and r % cfg.output.checkpoint_every == 0) or (time.monotonic() - last_ckpt_wall > 60 * cfg.output.checkpoint_minutes)
@@ -546,7 +562,9 @@ def _merge_events(solver) -> dict | None:
     return {"merges": [{"t": t, "m1": m1, "m2": m2, "angle_rad": a} for t, m1, m2, a in ms.merges]}
 
 
-def _write_summary(rf: _RunFolder, cfg: Config, status: str, wall: float, extra: dict | None = None) -> dict:
+def _write_summary(rf: _RunFolder, cfg: Config, status: str, wall: float, extra: dict | None = None, *, session: float | None = None) -> dict:
+    """summary.json: ``wall`` is the wall time since the run started (over all sessions), ``session``
+    that of this session alone (a resume; None: the same as ``wall``)."""
     try:
         diag = read_diagnostics(rf.csv, malformed="raise") if rf.csv.is_file() and rf.csv.stat().st_size else {}
     except (OSError, ValueError):  # a row cut short by a failed write
@@ -557,6 +575,7 @@ def _write_summary(rf: _RunFolder, cfg: Config, status: str, wall: float, extra:
         "solver": cfg.run.solver,
         "seed": cfg.weights.seed,
         "wall_time_s": wall,
+        "session_wall_time_s": wall if session is None else session,
         "records": len(diag.get("t", [])),
         "final": {k: (None if not math.isfinite(v) else v) for k, v in final.items()},
         "versions": _versions(),
@@ -600,7 +619,7 @@ def _failure_message(exc: BaseException, folder: Path, *, t: float | None = None
 
 
 def _execute(cfg: Config, rf: _RunFolder, solver, path: WeightPath, mesh, *, lock, start_record: int, wall0: float, progress: bool,
-             fresh: bool, estimate: int | None = None, before=None) -> RunResult:
+             fresh: bool, estimate: int | None = None, before=None, session0: float | None = None) -> RunResult:
     """Write (fresh: the start files), run the loop and the summary, holding ``lock``.
 
     Any exception is turned into RunFailedError (summary "failed", traceback in run.log) or,
@@ -608,6 +627,10 @@ def _execute(cfg: Config, rf: _RunFolder, solver, path: WeightPath, mesh, *, loc
     folder = rf.folder
     handler = None
     status = "failed"
+    session0 = wall0 if session0 is None else session0  # a resume: wall0 lies before this session by the earlier sessions' time
+
+    def session() -> float:
+        return time.monotonic() - session0
     try:
         try:
             handler = _attach_log(folder)
@@ -624,7 +647,8 @@ def _execute(cfg: Config, rf: _RunFolder, solver, path: WeightPath, mesh, *, loc
                             mesh.save(folder / "mesh.npz")
                     _write_summary(rf, cfg, "running", 0.0)
                     log.info("run %s: solver %s, H = %d, T = %g%s", folder, cfg.run.solver, cfg.model.H, cfg.solver.T,
-                             f", about {estimate} steps" if estimate else "")
+                             f", about {estimate} steps at the initial state's step (dt = {_adaptive_step(solver):.3g}; "
+                             "more where the density steepens, updated below as the run goes)" if estimate else "")
                     ps = getattr(solver, "particle_solver", solver)
                     if getattr(ps, "split", 1) > 1:
                         from spherepde.solvers.particles import MAX_DISPLACEMENT
@@ -640,16 +664,19 @@ def _execute(cfg: Config, rf: _RunFolder, solver, path: WeightPath, mesh, *, loc
                     status = _loop(cfg, rf, solver, path, mesh, start_record=start_record, wall0=wall0, progress=progress, estimate=estimate)
                 if status == "completed":
                     _finalise_snapshots(rf, cfg)
-                _write_summary(rf, cfg, status, time.monotonic() - wall0, _merge_events(solver))
-                log.info("run %s: %s in %.1f s", folder, status, time.monotonic() - wall0)
+                _write_summary(rf, cfg, status, time.monotonic() - wall0, _merge_events(solver), session=session())
+                steps = getattr(solver, "step_count", None)
+                log.info("run %s: %s in %.1f s%s%s", folder, status, session(),
+                         f" ({time.monotonic() - wall0:.1f} s since the start, all sessions)" if session0 != wall0 else "",
+                         f", {steps} steps" + (f" (estimated at the start: {estimate})" if estimate else "") if steps is not None else "")
         except KeyboardInterrupt as exc:
             _log_to_file(handler, "aborted by a second interrupt; continue from the last checkpoint with: spherepde resume " + str(folder), exc)
-            _try("summary.json", _write_summary, rf, cfg, "interrupted", time.monotonic() - wall0, handler=handler)
+            _try("summary.json", _write_summary, rf, cfg, "interrupted", time.monotonic() - wall0, handler=handler, session=session())
             raise RunAborted(folder) from exc
         except Exception as exc:
             msg = _failure_message(exc, folder, t=getattr(solver, "t", None), checkpoint_t=rf.last_checkpoint_t)
             _log_to_file(handler, msg, exc)
-            _try("summary.json", _write_summary, rf, cfg, "failed", time.monotonic() - wall0, {"error": msg}, handler=handler)
+            _try("summary.json", _write_summary, rf, cfg, "failed", time.monotonic() - wall0, {"error": msg}, handler=handler, session=session())
             raise RunFailedError(msg, folder) from exc
     finally:
         if handler is not None:
@@ -795,6 +822,7 @@ def resume(folder, *, progress: bool | None = None, overrides: dict | None = Non
     ``force`` takes over a lock written on another host (or a lock file that is not a lock);
     a lock held by a live process on this host is always refused.
     """
+    session0 = time.monotonic()
     folder = Path(folder)
     overrides = dict(overrides or {})
     if not folder.is_dir() or not (folder / "config.toml").exists():
@@ -869,7 +897,7 @@ def resume(folder, *, progress: bool | None = None, overrides: dict | None = Non
 
     rf.last_checkpoint_t = meta.get("t")
     return _execute(cfg_new or cfg, rf, solver, path, mesh, lock=lock, start_record=r0 + 1, wall0=time.monotonic() - wall,
-                    progress=progress, fresh=False, estimate=estimate, before=drop_rows)
+                    progress=progress, fresh=False, estimate=estimate, before=drop_rows, session0=session0)
 
 
 def _check_counts(folder: Path, state: dict, meta: dict) -> None:
