@@ -47,7 +47,7 @@ from spherepde._base import atomic_write_text, load_arrays
 from spherepde.model.columns import compared, distance_columns, is_token_column
 from spherepde.model.statistics import time_average
 
-__all__ = ["CompareError", "CompareResult", "Comparison", "comparison", "write_tables", "check_dpi", "DPI_RANGE", "MAX_PIXELS", "check_weight_paths", "default_out"]
+__all__ = ["CompareError", "CompareResult", "Comparison", "comparison", "write_tables", "file_stem", "check_dpi", "DPI_RANGE", "MAX_PIXELS", "check_weight_paths", "default_out"]
 
 log = logging.getLogger(__name__)
 
@@ -164,7 +164,8 @@ def _name(folder: Path) -> str:
     return Path(folder).resolve().name or "run"
 
 
-def _safe(name: str) -> str:
+def file_stem(name: str) -> str:
+    """A run name as a file-name part: letters, digits and ._+- kept, anything else "_"."""
     return re.sub(r"[^A-Za-z0-9._+-]+", "_", name).strip("._") or "run"
 
 
@@ -172,7 +173,7 @@ def default_out(folders, *, cwd=None) -> Path:
     """``compare-<name1>-vs-<name2>[-vs-...]`` next to the first run (in its parent folder,
     or above a Monte-Carlo folder that holds it; ``cwd``: in that folder instead), never in
     the current folder by chance (one coupled run: ``compare-<name>-mesh-vs-particles``)."""
-    names = [_safe(_name(Path(f))) for f in folders]
+    names = [file_stem(_name(Path(f))) for f in folders]
     stem = f"compare-{names[0]}-mesh-vs-particles" if len(names) == 1 else "compare-" + "-vs-".join(names)
     if len(stem) > 120:
         stem = stem[:120].rstrip("-_")

@@ -13,7 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from spherepde.model.columns import distance_columns
-from spherepde.runs.compare import CompareResult, _safe, comparison, write_tables
+from spherepde.runs.compare import CompareResult, comparison, file_stem, write_tables
 from spherepde.viz import plots
 
 __all__ = ["compare_runs", "compare_figures", "short_labels", "LABEL_WIDTH"]
@@ -130,7 +130,7 @@ def compare_figures(tracks, diffs, ref_label, out: Path, alignment, warnings, fo
         seen.add(id(s))
         name = tr.label.split(":")[0] if ":" in tr.label else "run"
         try:
-            written += plots._save(plots.plot_distances(s), out, f"distances-{_safe(name)}", formats, dpi)
+            written += plots._save(plots.plot_distances(s), out, f"distances-{file_stem(name)}", formats, dpi)
         except ValueError as exc:
             log.info("no distances figure for %s: %s", name, exc)
     return written
