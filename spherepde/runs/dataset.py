@@ -20,7 +20,8 @@ variable                      dims
 its paths along a ``path`` dimension. :func:`open_sweep` gives a sweep's ``results.csv``
 as a dataset over its runs, and :func:`diagnostics_frame` a run's diagnostics as a
 :class:`pandas.DataFrame`. :func:`export_netcdf` writes a dataset as NetCDF-4 with
-CF-style attributes (via h5netcdf: see README, "Results as data").
+CF-style attributes and, for cell densities, the mesh's topology after the UGRID conventions
+(via h5netcdf: see README, "Results as data").
 """
 
 from __future__ import annotations
@@ -309,6 +310,45 @@ def _check_target(target: Path, folder: Path) -> None:
         )
 
 
+def _with_mesh_topology(ds, folder: Path):
+    """``ds`` with the mesh's topology after the UGRID conventions (1.0) when it holds cell
+    densities: a ``mesh`` variable (cf_role mesh_topology, topology_dimension 2), the vertices
+    ``node_lon``/``node_lat`` (and exact ``node_xyz``) and ``cell_nodes`` (cell, 3), the vertices
+    of each cell in the mesh's order, start_index 0; ``rho`` and ``cell_area`` name
+    the mesh and location 'face'. The map can then be redrawn, or the file opened as a mesh,
+    from the file alone."""
+    if "rho" not in ds or "cell" not in ds.dims:
+        return ds
+    paths = [folder] + _mc_paths(folder)
+    mesh_file = next((p / "mesh.npz" for p in paths if (p / "mesh.npz").is_file()), None)
+    if mesh_file is None:
+        return ds
+    from spherepde.geometry.mesh import SphereMesh
+
+    mesh = SphereMesh.load(mesh_file)
+    points, cells = np.asarray(mesh.points, float), np.asarray(mesh.cells)
+    if len(cells) != ds.sizes["cell"]:
+        raise RunFileError(f"{mesh_file} has {len(cells)} cells, but the snapshots hold {ds.sizes['cell']}; the run folder is damaged")
+    ds = ds.copy()
+    ds["mesh"] = ((), np.int32(0), {
+        "cf_role": "mesh_topology", "long_name": "topology of the sphere mesh: spherical triangles (cells) on the unit sphere",
+        "topology_dimension": np.int32(2), "node_coordinates": "node_lon node_lat", "face_node_connectivity": "cell_nodes",
+        "face_dimension": "cell", "face_coordinates": "cell_lon cell_lat"})
+    ds["node_lon"] = ("node", np.degrees(np.arctan2(points[:, 1], points[:, 0])),
+                      {"standard_name": "longitude", "long_name": "longitude of the mesh vertex", "units": "degrees_east"})
+    ds["node_lat"] = ("node", np.degrees(np.arcsin(np.clip(points[:, 2], -1, 1))),
+                      {"standard_name": "latitude", "long_name": "latitude of the mesh vertex", "units": "degrees_north"})
+    ds["node_xyz"] = (("node", "xyz"), points, {"long_name": "mesh vertex on the unit sphere (exact)", "units": _DIMLESS})
+    ds["cell_nodes"] = (("cell", "cell_node"), cells.astype(np.int32), {
+        "cf_role": "face_node_connectivity", "start_index": np.int32(0),
+        "long_name": "vertices of each cell (indices into node)"})
+    for name in ("rho", "cell_area"):
+        if name in ds:
+            ds[name].attrs.update({"mesh": "mesh", "location": "face"})
+    ds.attrs["Conventions"] = "CF-1.10 UGRID-1.0"
+    return ds
+
+
 def export_netcdf(run_dir, target, *, force: bool = False) -> Path:
     """Write :func:`open_run` (or :func:`open_sweep` for a sweep folder) of ``run_dir`` as NetCDF-4.
 
@@ -325,6 +365,7 @@ def export_netcdf(run_dir, target, *, force: bool = False) -> Path:
     if not os.access(target.parent, os.W_OK | os.X_OK):
         raise PermissionError(f"cannot write {target}: the folder {target.parent} is not writable; choose another file")
     ds = open_sweep(folder) if (folder / "results.csv").is_file() and not (folder / "diagnostics.csv").is_file() else open_run(folder)
+    ds = _with_mesh_topology(ds, folder)
     with atomic_file(target) as tmp:
         ds.to_netcdf(tmp, engine="h5netcdf", format="NETCDF4")
     return target
