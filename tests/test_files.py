@@ -13,10 +13,6 @@ from spherepde._base import atomic_file, atomic_savez, atomic_write_text, check_
 
 PKG = Path(__file__).resolve().parents[1] / "spherepde"
 
-#: Modules that still call np.load / Path.replace themselves (being moved by another change of
-#: issue 25); each must go through spherepde._base too. Empty this set, never grow it.
-PENDING = {"runs/series.py", "viz/plots.py"}
-
 
 def test_atomic_file_replaces_only_on_success(tmp_path):
     target = tmp_path / "a.txt"
@@ -85,11 +81,11 @@ def _calls(tree):
 
 def test_the_package_reads_arrays_and_replaces_files_only_through_base():
     """No np.load / np.lib.format.read_array and no Path.replace / os.replace outside
-    spherepde/_base.py (besides the PENDING modules)."""
+    spherepde/_base.py."""
     offenders = []
     for f in sorted(PKG.rglob("*.py")):
         rel = f.relative_to(PKG).as_posix()
-        if rel == "_base.py" or rel in PENDING:
+        if rel == "_base.py":
             continue
         for call in _calls(ast.parse(f.read_text())):
             name = call.func.attr
