@@ -19,9 +19,6 @@ TINY = ["--set", "output.vtk=false"]
 def test_first_run_after_install_says_at_once_that_it_compiles(tmp_path):
     """Found: about 20 s of silence before the first line when the output is not a terminal."""
     env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "numba-cache"), MPLBACKEND="Agg")
-    check = subprocess.run([sys.executable, "-c", "from spherepde.cli.run import kernels_cached; print(kernels_cached('mesh'))"],
-                           capture_output=True, text=True, env=env, timeout=120)
-    assert check.stdout.strip() == "False", check.stderr
     proc = subprocess.Popen([sys.executable, "-m", "spherepde", "run", "--set", "solver.T=0.05", *TINY, "--out", str(tmp_path / "r")],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     try:

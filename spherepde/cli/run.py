@@ -72,42 +72,43 @@ def cmd_run(args) -> int:
         if args.out is None and overrides:  # the folder name says what --set changed
             cfg = cfg.with_overrides({"run.name": run_name(cfg, overrides)})
         progress = False if args.quiet else None
-        if not args.quiet:
-            _announce_compiling(cfg)
-        if cfg.montecarlo.paths > 1:
-            from spherepde.runs.montecarlo import monte_carlo
+        with _compile_note(not args.quiet):
+            if cfg.montecarlo.paths > 1:
+                from spherepde.runs.montecarlo import monte_carlo
 
-            return monte_carlo(cfg, out=args.out, force=args.force, progress=progress)
-        return runner.run(cfg, out=args.out, force=args.force, progress=progress)
+                return monte_carlo(cfg, out=args.out, force=args.force, progress=progress)
+            return runner.run(cfg, out=args.out, force=args.force, progress=progress)
 
     return _run_errors(args, call, before_start="interrupted before the run started; nothing to resume")
 
 
-def kernels_cached(solver: str) -> bool | None:
-    """Whether Numba's on-disk cache holds compiled kernels of ``solver`` ('mesh', 'particles' or
-    'both'): False in the first run after an install (or in a fresh NUMBA_CACHE_DIR), which
-    compiles them first; None when it cannot be told."""
+@contextmanager
+def _compile_note(enabled: bool):
+    """One line on stderr at once when a run starts compiling spherepde's Numba kernels (the first
+    run after an install, or in a fresh NUMBA_CACHE_DIR), instead of silence until they are
+    compiled; nothing when they load from the cache."""
     try:
-        from numba.core.registry import CPUDispatcher
+        from numba.core import event
+    except ImportError:  # a Numba without the event API: no note
+        enabled = False
+    if not enabled:
+        yield
+        return
 
-        from spherepde.attention import direct, harmonic
-        from spherepde.model import fused
-        from spherepde.solvers import fv
+    class Note(event.Listener):
+        said = False
 
-        groups = {"mesh": [(direct, harmonic, fv)], "particles": [(fused,)]}.get(solver, [(direct, harmonic, fv), (fused,)])
-        for modules in groups:
-            kernels = [f for mod in modules for f in vars(mod).values() if isinstance(f, CPUDispatcher) and getattr(f, "_cache", None) is not None]
-            if not any(f._cache._cache_file._load_index() for f in kernels):  # not one of the solver's kernels cached
-                return False
-        return True
-    except Exception:  # a Numba without these internals: say nothing
-        return None
+        def on_start(self, ev):
+            fn = getattr(ev.data.get("dispatcher"), "py_func", None) if isinstance(ev.data, dict) else None
+            if not self.said and getattr(fn, "__module__", "").startswith("spherepde."):
+                self.said = True
+                print("compiling the kernels (the first run after an install; later runs load them)...", file=sys.stderr, flush=True)
 
+        def on_end(self, ev):
+            pass
 
-def _announce_compiling(cfg) -> None:
-    """One line on stderr at once when the run compiles the kernels first (instead of silence)."""
-    if kernels_cached(cfg.run.solver) is False:
-        print("compiling the kernels (the first run after an install; later runs start at once)...", file=sys.stderr, flush=True)
+    with event.install_listener("numba:compile", Note()):
+        yield
 
 
 def _report(res, quiet: bool) -> int:
