@@ -61,3 +61,56 @@ def test_full_size_sentence_is_the_full_report():
     assert f"{words[len(r['cases'])]} cases, " in text
     c12 = next(c for c in r["cases"] if c["beta"] == 12.0)
     assert f"β = 12 gives {c12['t_mesh']:.1f} against the ODE's {c12['t_ode']:.1f}" in text
+
+
+# ------------------------------------------------------------------ times (issue 26)
+# Every time README.md states about running spherepde is in benchmarks/readme-times.json, written by
+# `python benchmarks/readme_times.py [--suite] [--long]`; `--update-readme` rewrites the sentences.
+TIMES = ROOT / "benchmarks" / "readme-times.json"
+
+
+@pytest.fixture(scope="module")
+def readme_times():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("readme_times", ROOT / "benchmarks" / "readme_times.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture(scope="module")
+def measured():
+    doc = json.loads(TIMES.read_text(encoding="utf-8"))
+    assert doc["machine"]["cpu_count"] and "load_average" in doc and "loaded" in doc
+    return doc["measurements"]
+
+
+def test_readme_times_are_the_benchmark(readme_times, measured):
+    """Each sentence of readme_times.SENTENCES occurs once and states its measurement, rounded as stated."""
+    assert readme_times.disagreements(README, measured) == []
+    # regenerable: `python benchmarks/readme_times.py --update-readme` would change nothing
+    assert readme_times.update_readme(README, measured) == README
+
+
+def test_readme_times_check_is_not_vacuous(readme_times, measured):
+    stated = readme_times.stated_numbers(README)
+    assert {"default_first_run", "default_later_run", "h100_particle_run", "render_gif", "suite_min", "paper_ou_mesh"} == set(stated)
+    doubled = {k: dict(v, seconds=3 * v["seconds"]) for k, v in measured.items()}
+    assert len(readme_times.disagreements(README, doubled)) == sum(v is not None for v in stated.values())
+    assert [readme_times.rounded(x) for x in (4.4, 31.2, 33, 78.4, 142.7)] == ["4", "30", "35", "80", "140"]
+    assert readme_times.rounded(4.3, minutes=True) == "4.5" and readme_times.rounded(11.4, minutes=True) == "11"
+
+
+def test_first_run_says_so_at_once(measured):
+    """Found: about 20 s of silence before the first line of the first run (output not a terminal)."""
+    first = measured["default_first_run"]
+    assert first["first_line_s"] is not None and first["first_line_s"] < min(5.0, first["seconds"] / 4)
+
+
+def test_shipped_paper_ou_mesh_time_is_its_summary():
+    s = json.loads((ROOT / "validation" / "paper-ou-mesh" / "summary.json").read_text(encoding="utf-8"))
+    text = " ".join(README.split())
+    wall, steps = round(s["wall_time_s"]), int(s["final"]["step"])
+    assert f"summary, full `diagnostics.csv`) took {wall} s on this 2-core machine" in text
+    assert f"(`spherepde run --example paper-ou-mesh`, {steps:,} steps) in {wall} s" in text
