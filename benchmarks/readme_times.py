@@ -2,6 +2,7 @@
 
     python benchmarks/readme_times.py [--suite] [--long]   # measure; writes benchmarks/readme-times.json
     python benchmarks/readme_times.py --update-readme       # rewrite README.md's numbers from that JSON
+    python benchmarks/readme_times.py --suite --update-readme   # both: measure (with the suite), then rewrite
     python benchmarks/readme_times.py --check               # exit 1 when README.md and the JSON disagree
 
 Each command runs in a subprocess with stdout and stderr on pipes (not a terminal), from a
@@ -266,33 +267,30 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--suite", action="store_true", help='also time the test suite (python -m pytest -q -m "not slow"; minutes)')
     ap.add_argument("--long", action="store_true", help="also time spherepde run --example paper-ou-mesh (minutes)")
-    ap.add_argument("--update-readme", action="store_true", help="rewrite README.md's numbers from benchmarks/readme-times.json (measures nothing)")
+    ap.add_argument("--update-readme", action="store_true", help="rewrite README.md's numbers from benchmarks/readme-times.json (alone: measures nothing; with --suite/--long: after measuring)")
     ap.add_argument("--check", action="store_true", help="compare README.md with benchmarks/readme-times.json (measures nothing)")
     args = ap.parse_args(argv)
+    if args.suite or args.long or not (args.update_readme or args.check):
+        doc = write_json(measure(suite=args.suite, long=args.long))
+        print(json.dumps({k: {"seconds": v["seconds"], "first_line_s": v.get("first_line_s")} for k, v in doc["measurements"].items()}, indent=2))
+        print(f"wrote {JSON_PATH.relative_to(ROOT)} ({doc['note']})")
+    if not JSON_PATH.is_file():
+        print(f"no {JSON_PATH.relative_to(ROOT)}: run python benchmarks/readme_times.py first", file=sys.stderr)
+        return 2
     readme = README_PATH.read_text(encoding="utf-8")
-    if args.update_readme or args.check:
-        if not JSON_PATH.is_file():
-            print(f"no {JSON_PATH.relative_to(ROOT)}: run python benchmarks/readme_times.py first", file=sys.stderr)
-            return 2
-        meas = json.loads(JSON_PATH.read_text(encoding="utf-8"))["measurements"]
-        if args.update_readme:
-            new = update_readme(readme, meas)
-            if new != readme:
-                README_PATH.write_text(new, encoding="utf-8")
-            print("README.md " + ("updated" if new != readme else "already states these numbers"))
-            readme = new
-        bad = disagreements(readme, meas)
-        for b in bad:
-            print(b)
-        return 1 if bad else 0
-    doc = write_json(measure(suite=args.suite, long=args.long))
-    print(json.dumps({k: {"seconds": v["seconds"], "first_line_s": v.get("first_line_s")} for k, v in doc["measurements"].items()}, indent=2))
-    print(f"wrote {JSON_PATH.relative_to(ROOT)} ({doc['note']})")
-    bad = disagreements(readme, doc["measurements"])
-    if bad:
+    meas = json.loads(JSON_PATH.read_text(encoding="utf-8"))["measurements"]
+    if args.update_readme:
+        new = update_readme(readme, meas)
+        if new != readme:
+            README_PATH.write_text(new, encoding="utf-8")
+        print("README.md " + ("updated" if new != readme else "already states these numbers"))
+        readme = new
+    bad = disagreements(readme, meas)
+    for b in bad:
+        print(b)
+    if bad and not args.check:
         print("README.md states other numbers; rewrite them with: python benchmarks/readme_times.py --update-readme")
-    return 0
-
+    return 1 if bad and args.check else 0
 
 if __name__ == "__main__":
     sys.exit(main())
