@@ -627,7 +627,7 @@ def _execute(cfg: Config, rf: _RunFolder, solver, path: WeightPath, mesh, *, loc
     folder = rf.folder
     handler = None
     status = "failed"
-    session0 = wall0 if session0 is None else session0  # a resume: wall0 lies before this session by the earlier sessions' time
+    session0 = wall0 if session0 is None else session0  # a resume: wall0 lies before this session's start by the earlier sessions' time
 
     def session() -> float:
         return time.monotonic() - session0
@@ -668,7 +668,7 @@ def _execute(cfg: Config, rf: _RunFolder, solver, path: WeightPath, mesh, *, loc
                 steps = getattr(solver, "step_count", None)
                 log.info("run %s: %s in %.1f s%s%s", folder, status, session(),
                          f" ({time.monotonic() - wall0:.1f} s since the start, all sessions)" if session0 != wall0 else "",
-                         f", {steps} steps" + (f" (estimated at the start: {estimate})" if estimate else "") if steps is not None else "")
+                         f", {steps} steps" + (f" (estimated at the start: {estimate})" if estimate and fresh else "") if steps is not None else "")
         except KeyboardInterrupt as exc:
             _log_to_file(handler, "aborted by a second interrupt; continue from the last checkpoint with: spherepde resume " + str(folder), exc)
             _try("summary.json", _write_summary, rf, cfg, "interrupted", time.monotonic() - wall0, handler=handler, session=session())
@@ -849,6 +849,10 @@ def resume(folder, *, progress: bool | None = None, overrides: dict | None = Non
         try:
             r0 = int(meta["record"])
             wall = float(meta.get("wall", 0.0))
+            try:  # the end of the last session, when it wrote its summary after the checkpoint
+                wall = max(wall, float(summary.get("wall_time_s") or 0.0))
+            except (TypeError, ValueError):
+                pass
             estimate = meta.get("step_estimate")
             estimate = None if estimate is None else int(estimate)
         except (KeyError, TypeError, ValueError) as exc:
@@ -896,7 +900,7 @@ def resume(folder, *, progress: bool | None = None, overrides: dict | None = Non
             log.info("resuming %s at t = %g (record %d)", folder, meta.get("t", float("nan")), r0)
 
     rf.last_checkpoint_t = meta.get("t")
-    return _execute(cfg_new or cfg, rf, solver, path, mesh, lock=lock, start_record=r0 + 1, wall0=time.monotonic() - wall,
+    return _execute(cfg_new or cfg, rf, solver, path, mesh, lock=lock, start_record=r0 + 1, wall0=session0 - wall,
                     progress=progress, fresh=False, estimate=estimate, before=drop_rows, session0=session0)
 
 
