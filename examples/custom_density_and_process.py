@@ -63,9 +63,8 @@ def main(argv=None) -> dict:
     if args.out:
         return run_folder(args.out, mesh, level, rho0, path, T)
     solver = sp.MeshSolver(mesh, rho0, path, order=2)
-    for t in np.linspace(0.0, T, 5)[1:]:
-        solver.advance(t)
-        row = solver.record()
+    traj = sp.integrate(solver, np.linspace(0.0, T, 5)[1:])
+    for t, row in zip(traj.t, traj.rows):
         print(f"t={t:5.2f}  E={row['energy']:.5f}  G2={row['G2']:.4f}  mass={row['mass']:.15f}  rho_max={row['rho_max']:.3f}")
     return row
 

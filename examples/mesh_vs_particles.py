@@ -31,12 +31,12 @@ def main(argv=None) -> list[dict]:
     mesh = sp.icosphere(level)
     density = sp.MeshSolver(mesh, densities.octahedral(mesh), path)
     tokens = sp.ParticleSolver(sp.initial_tokens("octahedral", n, seed=0), path)
+    times = np.linspace(0.0, T, 5)[1:]
+    dens = sp.integrate(density, times, snapshots=True)   # rows and snapshots at the record times
+    toks = sp.integrate(tokens, times, snapshots=True)
     rows = []
-    for t in np.linspace(0.0, T, 5)[1:]:
-        density.advance(t)
-        tokens.advance(t)
-        m, q = density.record(), tokens.record()
-        w1 = wasserstein_sphere(mesh, density.rho, tokens.X, method="sliced")
+    for t, m, q, sm, sq in zip(times, dens.rows, toks.rows, dens.snapshots, toks.snapshots):
+        w1 = wasserstein_sphere(mesh, sm["rho"], sq["X"], method="sliced")
         rows.append({"t": float(t), "G2_mesh": m["G2"], "G2_tokens": q["G2"], "W1": w1})
         print(f"t={t:5.2f}  E mesh={m['energy']:.4f} tokens={q['energy']:.4f}   "
               f"G2 mesh={m['G2']:.4f} tokens={q['G2']:.4f}   W1(density, tokens)={w1:.4f}")

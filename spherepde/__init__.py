@@ -24,6 +24,7 @@ from spherepde.model.weights import (  # noqa: E402
 )
 from spherepde.runs.config import Config, ConfigError, default_config, load_config  # noqa: E402
 from spherepde.solvers.particles import ParticleSolver, initial_tokens  # noqa: E402
+from spherepde.solvers.protocol import Solver, Trajectory, integrate  # noqa: E402
 
 
 def __getattr__(name):
@@ -72,6 +73,9 @@ __all__ = [
     "FrozenProcess",
     "ParticleSolver",
     "initial_tokens",
+    "Solver",
+    "Trajectory",
+    "integrate",
     "MeshSolver",
     "run",
     "resume",

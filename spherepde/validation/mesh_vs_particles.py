@@ -209,28 +209,20 @@ def _w1_between_meshes(mesh_a, rho_a, mesh_b, rho_b) -> float:
 
 def _run_mesh(mesh, rho0, path, times):
     from spherepde.solvers.mesh import MeshSolver
+    from spherepde.solvers.protocol import integrate
 
     ms = MeshSolver(mesh, rho0, path, order=1, integrator="euler", cfl=0.5)
-    rhos, rows = [], []
-    for t in times:
-        if t > ms.t:
-            ms.advance(t)
-        rhos.append(ms.rho.copy())
-        rows.append(ms.record())
-    return rhos, rows, ms.step_count
+    tr = integrate(ms, times, snapshots=True)
+    return [s["rho"] for s in tr.snapshots], tr.rows, ms.step_count
 
 
 def _run_particles(X0, path, times):
     from spherepde.solvers.particles import ParticleSolver
+    from spherepde.solvers.protocol import integrate
 
     ps = ParticleSolver(X0, path, integrator="heun")
-    Xs, rows = [], []
-    for t in times:
-        if t > ps.t + 1e-12:
-            ps.advance(t)
-        Xs.append(ps.X.copy())
-        rows.append(ps.record())
-    return Xs, rows
+    tr = integrate(ps, times, snapshots=True)
+    return [s["X"] for s in tr.snapshots], tr.rows
 
 
 def _case(case: str, p: dict, log) -> dict:

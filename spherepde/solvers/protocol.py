@@ -1,0 +1,123 @@
+"""What every solver offers, written down once, and the one loop that drives a solver along
+a list of times.
+
+The particle solver (:class:`spherepde.solvers.particles.ParticleSolver`), the mesh solver
+(:class:`spherepde.solvers.mesh.MeshSolver`) and the coupled mesh-and-tokens solver
+(:class:`spherepde.solvers.coupled.CoupledSolver`) all satisfy :class:`Solver`; the run
+driver, the validation studies, the examples and the README use :func:`integrate` (or the
+same calls) instead of probing for methods.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+__all__ = ["Solver", "Trajectory", "integrate", "TIME_TOL"]
+
+#: Two times closer than this are the same record time (no step is taken between them).
+TIME_TOL = 1e-12
+
+
+@runtime_checkable
+class Solver(Protocol):
+    """A solver of the Transformer PDE driven by a weight path (docs/model.md §1, §4).
+
+    Attributes
+    ----------
+    t : float
+        The current time.
+    step_count : int
+        The number of time steps taken so far.
+    """
+
+    t: float
+    step_count: int
+
+    def advance(self, t_stop: float, *, should_stop: Callable[[], bool] | None = None) -> bool:
+        """Step until ``t == t_stop`` (True), or stop early when ``should_stop()`` says so (False)."""
+        ...
+
+    def record(self) -> dict:
+        """The diagnostics row of the current state (the solver's columns, spherepde.model.columns)."""
+        ...
+
+    def snapshot(self) -> dict:
+        """Arrays of the current state for snapshot files (``rho`` (nc,) and/or ``X`` (n, d), ``clusters``)."""
+        ...
+
+    def get_state(self) -> dict:
+        """Everything needed to continue bit for bit (arrays, floats and ints only)."""
+        ...
+
+    def set_state(self, state: dict) -> None:
+        """Restore a state from :meth:`get_state`."""
+        ...
+
+
+@dataclass
+class Trajectory:
+    """Records of a solver at a list of times (:func:`integrate`).
+
+    Attributes
+    ----------
+    t : numpy.ndarray
+        The record times, shape (k,).
+    rows : list of dict
+        ``rows[i]`` is the solver's ``record()`` at ``t[i]``.
+    snapshots : list of dict
+        ``snapshots[i]`` is its ``snapshot()`` there (empty unless asked for).
+    steps : int
+        The time steps taken.
+
+    ``traj["G2"]`` is a column as an array of shape (k,).
+    """
+
+    t: np.ndarray
+    rows: list[dict]
+    snapshots: list[dict] = field(default_factory=list)
+    steps: int = 0
+
+    def __getitem__(self, column: str) -> np.ndarray:
+        return np.array([r[column] for r in self.rows], dtype=float)
+
+    @property
+    def columns(self) -> list[str]:
+        return list(self.rows[0]) if self.rows else []
+
+
+def integrate(solver: Solver, times: Iterable[float], *, snapshots: bool = False) -> Trajectory:
+    """Advance ``solver`` through ``times`` and record at each.
+
+    Parameters
+    ----------
+    solver : Solver
+        A particle, mesh or coupled solver.
+    times : iterable of float
+        Non-decreasing record times, none before ``solver.t``; a time within
+        :data:`TIME_TOL` of the solver's time records without stepping.
+    snapshots : bool
+        Also keep the solver's ``snapshot()`` at each time.
+
+    Returns
+    -------
+    Trajectory
+        The rows (and snapshots) at ``times`` and the number of steps taken.
+    """
+    ts = np.asarray(list(times), dtype=float)
+    if ts.ndim != 1 or not np.all(np.isfinite(ts)):
+        raise ValueError("integrate: times must be a 1-D sequence of finite numbers")
+    if ts.size and (np.any(np.diff(ts) < 0) or ts[0] < solver.t - TIME_TOL):
+        raise ValueError(f"integrate: times must be non-decreasing and start at or after the solver's time t = {solver.t}")
+    rows, snaps = [], []
+    steps0 = int(solver.step_count)
+    for t in ts:
+        if t > solver.t + TIME_TOL:
+            solver.advance(float(t))
+        rows.append(solver.record())
+        if snapshots:
+            snaps.append(solver.snapshot())
+    return Trajectory(ts, rows, snaps, int(solver.step_count) - steps0)
