@@ -267,7 +267,7 @@ def test_out_of_range(tmp_path, section, key, value):
         ('[run]\nsolver = "particles"\n[initial]\nkind = "harmonic"\n', "initial.kind"),
         ('[run]\nsolver = "mesh"\n[initial]\nkind = "harmonic"\nl = 1\nm = 2\n', "initial.m"),
         ('[run]\nsolver = "particles"\n[solver]\nintegrator = "ssprk3"\n', "solver.integrator"),
-        ('[run]\nsolver = "mesh"\n[solver]\nintegrator = "heun"\n', "solver.integrator"),
+        ('[run]\nsolver = "particles"\n[solver]\nintegrator = "implicit"\n', "solver.integrator"),
         ("[solver]\nT = 0.0123\n", "solver.T"),  # not a multiple of weights.dt = 0.005
         ("[solver]\nT = 0.001\n", "solver.T"),  # shorter than one weight step
         ("[solver]\nT = 1.0\n[weights]\ndt = 0.3\n", "solver.T"),
@@ -416,3 +416,17 @@ def test_overrides_are_validated(tmp_path):
     assert default_config().with_overrides({"model.H": 3}).model.H == 3
     with pytest.raises(ConfigError, match="model.H"):
         default_config().with_overrides({"model.H": 0})
+
+
+def test_one_integrator_registry_names_heun_and_ssprk2_alike():
+    """Heun's method is SSP-RK2: both names are accepted by both solvers (issue 25: one registry)."""
+    from spherepde.solvers.integrators import integrator_names, resolve_integrator
+
+    assert resolve_integrator("heun", "mesh") == resolve_integrator("ssprk2", "mesh") == "ssprk2"
+    assert resolve_integrator("heun", "particles") == resolve_integrator("ssprk2", "particles") == "heun"
+    assert set(integrator_names("particles")) == {"euler", "heun", "ssprk2"}
+    assert set(integrator_names("mesh")) == {"euler", "heun", "ssprk2", "ssprk3", "implicit"}
+    cfg = default_config().with_overrides({"run.solver": "mesh", "solver.integrator": "heun"})
+    assert cfg.integrator == "heun"
+    with pytest.raises(ConfigError, match="not implemented for the particles solver"):
+        default_config().with_overrides({"run.solver": "particles", "solver.integrator": "ssprk3"})

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from spherepde._base import ConfigError, available_memory, format_bytes, load_arrays
+from spherepde.solvers.integrators import integrator_names, resolve_integrator
 
 _log = logging.getLogger(__name__)
 
@@ -99,7 +100,7 @@ class MeshSection:
 class SolverSection:
     T: float = _f(2.0, "final time", gt=0.0)
     dt: float = _f(0.0, "particles: step (0: the weight grid step, or a stable fraction of it); mesh: fixed step (0: adaptive from cfl)", min=0.0)
-    integrator: str = _f("", "particles: 'euler' (paper) or 'heun'; mesh: 'euler', 'ssprk2', 'ssprk3' or 'implicit' (linearly implicit upwind, order 1, steps from solver.tol; empty: euler / ssprk3)", choices=("", "euler", "heun", "ssprk2", "ssprk3", "implicit"))
+    integrator: str = _f("", "time integrator (spherepde.solvers.integrators.METHODS): both solvers 'euler' (tokens: the paper's) and 'heun' (= 'ssprk2'); mesh also 'ssprk3' and 'implicit' (linearly implicit upwind, order 1, steps from solver.tol); empty: euler for tokens, ssprk3 for the mesh", choices=("", *integrator_names()))
     order: int = _f(1, "mesh: spatial order, 1 (upwind) or 2 (limited linear reconstruction)", choices=(1, 2))
     velocity: str = _f("potential", "mesh: edge velocity from 'potential' differences (gradient heads) or v at the 'midpoint'", choices=("potential", "midpoint"))
     cfl: float = _f(0.5, "mesh: CFL number in (0, 1]", gt=0.0, max=1.0)
@@ -348,10 +349,11 @@ def _check_consistency(cfg: Config, base_dir: Path | None) -> None:
     if solver in ("mesh", "both") and model.d != 3:
         raise ConfigError(f"model.d: the mesh solver works on S^2 (d = 3), got d = {model.d}; use run.solver = 'particles' for other d")
     integ = cfg.integrator
-    if solver == "particles" and integ not in ("euler", "heun"):
-        raise ConfigError(f"solver.integrator: {integ!r} is a mesh integrator; particles use 'euler' or 'heun'")
-    if solver in ("mesh", "both") and integ not in ("euler", "ssprk2", "ssprk3", "implicit"):
-        raise ConfigError(f"solver.integrator: {integ!r} is a particle integrator; the mesh solver uses 'euler', 'ssprk2', 'ssprk3' or 'implicit'")
+    for kind in ("particles",) if solver == "particles" else ("mesh",):
+        try:
+            resolve_integrator(integ, kind)
+        except ValueError as exc:
+            raise ConfigError(f"solver.integrator: {exc}") from None
     if solver in ("mesh", "both") and integ == "implicit" and cfg.solver.order != 1:
         raise ConfigError("solver.order: the 'implicit' integrator is the first-order upwind step; set solver.order = 1")
     if solver in ("mesh", "both") and cfg.solver.atoms and (integ != "implicit" or model.heads != "gradient" or cfg.solver.velocity != "potential"):

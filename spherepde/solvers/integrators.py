@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["IMPLICIT", "INTEGRATORS", "MESH_INTEGRATORS", "SSPScheme", "get_integrator"]
+__all__ = ["IMPLICIT", "INTEGRATORS", "MESH_INTEGRATORS", "METHODS", "Method", "SSPScheme", "get_integrator", "integrator_names", "resolve_integrator"]
 
 #: The linearly implicit upwind Euler step with local-error step control
 #: (:mod:`spherepde.solvers.implicit`; mesh solver, order 1 only). Not an SSP scheme.
@@ -122,3 +122,73 @@ def get_integrator(name: str | SSPScheme) -> SSPScheme:
         return INTEGRATORS[name]
     except (KeyError, TypeError):
         raise ValueError(f"unknown time integrator {name!r}; valid names: {', '.join(sorted(INTEGRATORS))}") from None
+
+
+# ------------------------------------------------------------------ the one registry of methods
+@dataclass(frozen=True)
+class Method:
+    """A time-integration method as users name it (``solver.integrator``), for every solver.
+
+    Attributes
+    ----------
+    name : str
+        The method's name.
+    order : int
+        Its order of accuracy in time.
+    solvers : tuple of str
+        The solvers that implement it (``"particles"``, ``"mesh"``).
+    aliases : tuple of str
+        Other accepted names.
+    about : str
+        One line for messages and the documentation.
+    """
+
+    name: str
+    order: int
+    solvers: tuple
+    aliases: tuple = ()
+    about: str = ""
+
+
+#: Every time-integration method of the package: the particle solver's (``euler``, ``heun``) and
+#: the mesh solver's (:data:`INTEGRATORS` and :data:`IMPLICIT`). Heun's method is SSP-RK2 (the
+#: same Butcher tableau), so ``heun`` and ``ssprk2`` name one method for both solvers.
+METHODS: dict[str, Method] = {
+    "euler": Method("euler", 1, ("particles", "mesh"), (), "forward Euler (tokens: then renormalised, the paper's scheme)"),
+    "heun": Method("heun", 2, ("particles", "mesh"), ("ssprk2",), "Heun's method = SSP-RK2 (explicit trapezoid)"),
+    "ssprk3": Method("ssprk3", 3, ("mesh",), (), "Shu--Osher SSP-RK3"),
+    IMPLICIT: Method(IMPLICIT, 1, ("mesh",), (), "linearly implicit upwind, steps from a local error estimate (mesh, order 1)"),
+}
+
+#: The key each solver's implementation uses for a method (the mesh's SSP table says ssprk2 for Heun).
+_IMPLEMENTATION = {("particles", "heun"): "heun", ("mesh", "heun"): "ssprk2"}
+
+
+def _method(name: str) -> Method | None:
+    for m in METHODS.values():
+        if name == m.name or name in m.aliases:
+            return m
+    return None
+
+
+def integrator_names(solver: str | None = None) -> tuple[str, ...]:
+    """Every accepted name (with aliases), or those of one solver (``"particles"`` / ``"mesh"``)."""
+    return tuple(n for m in METHODS.values() if solver is None or solver in m.solvers for n in (m.name, *m.aliases))
+
+
+def resolve_integrator(name: str, solver: str) -> str:
+    """The name ``solver``'s implementation uses for the method called ``name`` (an alias allowed).
+
+    Raises
+    ------
+    ValueError
+        If no method has that name, or ``solver`` does not implement it; the message lists
+        the names that solver accepts.
+    """
+    m = _method(name) if isinstance(name, str) else None
+    valid = ", ".join(repr(n) for n in integrator_names(solver))
+    if m is None:
+        raise ValueError(f"unknown time integrator {name!r}; the {solver} solver accepts {valid}")
+    if solver not in m.solvers:
+        raise ValueError(f"{name!r} ({m.about}) is not implemented for the {solver} solver; it accepts {valid}")
+    return _IMPLEMENTATION.get((solver, m.name), m.name)

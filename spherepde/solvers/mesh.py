@@ -69,7 +69,7 @@ from spherepde.solvers.fv import (
     scheme_g2,
 )
 from spherepde.solvers.implicit import implicit_flux, implicit_upwind_step
-from spherepde.solvers.integrators import IMPLICIT, get_integrator
+from spherepde.solvers.integrators import IMPLICIT, get_integrator, resolve_integrator
 
 __all__ = ["CFLViolation", "MeshSolver", "PositivityError", "SolverError"]
 
@@ -211,6 +211,8 @@ class MeshSolver:
         self.path = path
         self.velocity = velocity
         self.order = int(order)
+        if isinstance(integrator, str):
+            integrator = resolve_integrator(integrator, "mesh")  # 'heun' is the mesh's ssprk2
         if integrator == IMPLICIT:
             if order != 1:
                 raise ValueError("integrator = 'implicit' is the first-order upwind step; use order = 1")

@@ -39,6 +39,7 @@ from spherepde.model.energy import (
 )
 from spherepde.model.velocity import head_fields, velocity_from_fields
 from spherepde.model.weights import WeightPath
+from spherepde.solvers.integrators import resolve_integrator
 
 __all__ = ["ParticleSolver", "initial_tokens", "PARTICLE_INTEGRATORS", "sample_vmf", "speed_bound", "particle_step", "MAX_DISPLACEMENT"]
 
@@ -206,8 +207,7 @@ class ParticleSolver:
             raise ValueError(f"tokens have shape {X0.shape}, but the weight path has d = {path.d}; expected (n, {path.d})")
         if not np.all(np.isfinite(X0)):
             raise ValueError("initial tokens contain NaN or infinite values")
-        if integrator not in PARTICLE_INTEGRATORS:
-            raise ValueError(f"unknown particle integrator {integrator!r}; choose one of {sorted(PARTICLE_INTEGRATORS)}")
+        integrator = resolve_integrator(integrator, "particles")  # the one registry: 'ssprk2' is Heun
         self.path = path
         self.dt = float(path.dt if dt is None else dt)
         m = self.dt / path.dt

@@ -14,6 +14,7 @@ import numpy as np
 
 from spherepde._base import atomic_write_text
 from spherepde.runs.files import jsonable
+from spherepde.solvers.integrators import integrator_names
 
 __all__ = [
     "Range",
@@ -317,7 +318,7 @@ ANY = Range(float, -1e6, 1e6, what="a number")
 ORDER = Range(int, choices=(1, 2), what="a scheme order")
 BOOL = Range(None, choices=(True, False))
 BETA = Range(float, 0.0, 500.0, open_lo=True, what="an inverse temperature beta (exp(beta) must stay finite)")
-MESH_INTEGRATOR = Range(None, choices=("euler", "ssprk2", "ssprk3"))
+MESH_INTEGRATOR = Range(None, choices=integrator_names("mesh"))
 PARTICLE_INTEGRATOR = Range(None, choices=("euler", "heun"))
 
 
