@@ -216,6 +216,9 @@ def check_array_file(path, *, tolerant: bool = False) -> None:
                             check_array_header(f"{path} (array {name!r})", *header, stored=info.file_size - fh.tell())
         else:
             with open(path, "rb") as fh:
+                if fh.read(4) == b"PK\x03\x04":  # a zip archive whose end (the central directory) is missing
+                    raise _Unreadable(f"{path}: not a complete .npz archive: truncated, damaged or another kind of file")
+                fh.seek(0)
                 try:
                     header = read_array_header(fh)
                 except ValueError as exc:

@@ -301,3 +301,145 @@ def test_an_object_array_in_a_sweep_file_path_is_refused_once_before_the_sweep(c
         line = refused(capsys, vwork, "sweep", "evil.toml", *extra)
         assert f"[{where}] {key}" in line and "Python objects" in line
     assert not (vwork / "sweeps").exists()
+
+
+# ------------------------------------------------------------------------------ the second campaign (issue 28)
+def one_line_exit(capsys, *args, code: int) -> str:
+    """Run the CLI; assert exit ``code`` and one error line, no traceback."""
+    got = main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    assert got == code, (got, err)
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("spherepde: error: "), err
+    assert "Traceback" not in out + err
+    return lines[0]
+
+
+@pytest.mark.parametrize("damage, words", [
+    ("no weights", ["weights.npz is missing"]),
+    ("no diagnostics", ["diagnostics.csv is missing"]),
+    ("diagnostics cut", ["diagnostics.csv", "cut short"]),
+    ("diagnostics empty", ["diagnostics.csv", "empty"]),
+    ("config cut", ["config.toml", "section"]),
+])
+def test_export_refuses_a_run_that_is_not_whole(capsys, work, damage, words):
+    run = work / "mesh"
+    if damage == "no weights":
+        (run / "weights.npz").unlink()
+    elif damage == "no diagnostics":
+        (run / "diagnostics.csv").unlink()
+    elif damage == "diagnostics empty":
+        (run / "diagnostics.csv").write_bytes(b"")
+    else:
+        f = run / ("diagnostics.csv" if damage == "diagnostics cut" else "config.toml")
+        f.write_bytes(f.read_bytes()[: f.stat().st_size // 2])
+    line = refused(capsys, work, "export", "mesh", "--netcdf", "out.nc")  # exported silently before
+    for w in words:
+        assert w in line, line
+
+
+def test_compare_refuses_a_completed_run_whose_diagnostics_were_cut(capsys, work):
+    f = work / "tokens" / "diagnostics.csv"
+    f.write_bytes(f.read_bytes()[: f.stat().st_size // 2])  # an unfinished last line, and rows missing
+    line = refused(capsys, work, "compare", "mesh", "tokens", "--out", "cmp")
+    assert "tokens/diagnostics.csv" in line and "cut short" in line
+
+
+def test_a_nan_time_in_diagnostics_is_refused_naming_the_file_and_row(capsys, work):
+    f = work / "tokens" / "diagnostics.csv"
+    lines = f.read_text().splitlines(keepends=True)
+    lines[2] = "nan" + lines[2][lines[2].index(","):]
+    f.write_text("".join(lines))
+    for args in (["compare", "mesh", "tokens", "--out", "cmp"], ["export", "tokens", "--netcdf", "out.nc"]):
+        line = refused(capsys, work, *args)
+        assert "tokens/diagnostics.csv" in line and "row 3" in line and "'t'" in line, line
+
+
+def test_export_refuses_at_once_when_the_disk_lacks_room(capsys, work, monkeypatch):
+    import collections
+    import shutil
+
+    real = shutil.disk_usage
+    monkeypatch.setattr(shutil, "disk_usage", lambda p: collections.namedtuple("u", "total used free")(real(p).total, real(p).used, 5000))
+    line = refused(capsys, work, "export", "mesh", "--netcdf", "out.nc")  # h5py crashed (SIGSEGV) on the full disk
+    assert "not enough space" in line and "out.nc" in line
+    assert not list(work.glob(".*tmp"))
+
+
+@pytest.mark.parametrize("option", [["--dpi", "nan"], ["--dpi", "1e3"], ["--format", "gif"]])
+def test_an_option_argparse_rejects_is_one_line(capsys, work, option):
+    with pytest.raises(SystemExit) as info:
+        main(["compare", "mesh", "tokens", "--out", "cmp", *option])
+    out, err = capsys.readouterr()
+    assert info.value.code == 2
+    assert len(err.strip().splitlines()) == 1, err  # was a four-line usage block first
+    assert err.startswith("spherepde compare: error: ") and option[0] in err
+    assert not (work / "cmp").exists()
+
+
+def test_compare_on_a_full_disk_names_the_file_and_keeps_no_folder(capsys, work, monkeypatch):
+    import errno
+
+    from spherepde.viz import compare as vc
+
+    def full(tracks, diffs, reference, out, *a, **k):
+        (out / "G2.png").write_bytes(b"\x89PNG half")
+        raise OSError(errno.ENOSPC, "No space left on device", str(out / "G2.png"))
+
+    monkeypatch.setattr(vc, "compare_figures", full)
+    before = files_in(work)
+    line = one_line_exit(capsys, "compare", "mesh", "tokens", "--out", "new/cmp", code=2)
+    assert "cmp/G2.png" in line and "No space left" in line
+    assert not (work / "new").exists() and files_in(work) == before
+
+
+def test_validate_on_a_full_disk_is_one_line_and_no_partial_report(capsys, vwork, monkeypatch):
+    import errno
+
+    from spherepde.validation import analytic, common
+
+    monkeypatch.setattr(analytic, "run", lambda size, **kw: {"summary": "", "checks": {}, "claims": {}})
+    monkeypatch.setattr(analytic, "plot", lambda results, fig_dir: [])
+
+    def full(obj, path):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(common, "save_json", full)
+    line = one_line_exit(capsys, "validate", "--smoke", "--only", "analytic", "--out", "rep", "-q", code=1)
+    assert "rep" in line and "No space left" in line
+    assert not (vwork / "rep").exists()
+
+
+def test_validate_out_inside_a_run_folder_is_refused(capsys, work):
+    for out in ("mesh", "mesh/v"):
+        line = refused(capsys, work, "validate", "--smoke", "--only", "analytic", "--out", out, "--force")
+        assert "run folder" in line
+
+
+def test_a_sweep_lock_with_an_impossible_pid_is_one_line(capsys, small_sweep):
+    import json
+    import socket
+
+    (small_sweep / "sw").mkdir()
+    (small_sweep / "sw" / "sweep.lock").write_text(json.dumps({"pid": 10**30, "host": socket.gethostname()}))
+    line = refused(capsys, small_sweep, "sweep", "ok.toml", "--serial", "--out", "sw")  # OverflowError from os.kill
+    assert "sweep.lock" in line and "not a possible process id" in line
+
+
+def test_a_garbage_scheduler_address_is_one_line(capsys, small_sweep):
+    pytest.importorskip("distributed")
+    line = refused(capsys, small_sweep, "sweep", "ok.toml", "--scheduler", "garbage://", "--out", "sw")
+    assert "garbage://" in line
+
+
+def test_a_sweep_on_a_full_disk_is_one_line(capsys, small_sweep, monkeypatch):
+    import errno
+
+    from spherepde.runs.sweep import state
+
+    def full(path, text):
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+    monkeypatch.setattr(state, "atomic_write_text", full)
+    line = one_line_exit(capsys, "sweep", "ok.toml", "--serial", "-q", "--out", "sw", code=1)
+    assert "No space left" in line and "sweep_state.json" in line

@@ -375,3 +375,56 @@ def test_ctrl_c_in_a_monte_carlo_run_is_one_line(capsys, tmp_path, monkeypatch):
     lines = err.strip().splitlines()
     assert code == 130 and len(lines) == 1 and f"spherepde resume {folder}" in lines[0] and "path-000" not in lines[0], err
     assert "interrupted at t" in (folder / "path-000" / "run.log").read_text()  # the path's own line stays in its log
+
+
+# ============================================================================= Ctrl-C that Python cannot propagate
+def test_a_ctrl_c_swallowed_by_a_weakref_callback_still_exits_130(capsys, monkeypatch):
+    """A Ctrl-C landing in a weakref callback (Matplotlib's, during compare) was printed as
+    'Exception ignored ... KeyboardInterrupt' and the command exited 0."""
+    import weakref
+
+    from spherepde.cli import config as cli_config
+
+    def command(args):
+        class Thing:
+            pass
+
+        def callback(ref):
+            raise KeyboardInterrupt  # what the SIGINT handler raises when the signal lands here
+
+        thing = Thing()
+        ref = weakref.ref(thing, callback)
+        del thing  # the callback runs now; its exception cannot propagate
+        assert ref() is None
+        print("all figures written")
+        return 0
+
+    monkeypatch.setattr(cli_config, "cmd_config", command)
+    code = main(["config", "--show"])
+    out, err = capsys.readouterr()
+    assert code == 130, (code, err)
+    assert err.strip().splitlines() == ["spherepde: error: interrupted"], err
+    assert sys.unraisablehook is not None and "Lost" not in type(sys.unraisablehook).__name__  # the caller's hook is back
+
+
+def test_noise_at_exit_after_a_ctrl_c_is_not_printed(tmp_path):
+    """A double Ctrl-C in validate left a half-built object whose __del__ failed at exit:
+    'Exception ignored in: <function Forward.__del__ ...>' and five more lines after the one line."""
+    script = (
+        "import sys\n"
+        "sys.argv[0] = 'spherepde'\n"
+        "from spherepde.cli import config as c\n"
+        "from spherepde.cli.main import main\n"
+        "class HalfBuilt:\n"
+        "    def __del__(self):\n"
+        "        self.expr is None\n"
+        "def command(args):\n"
+        "    global left\n"
+        "    left = HalfBuilt()\n"
+        "    raise KeyboardInterrupt\n"
+        "c.cmd_config = command\n"
+        "sys.exit(main(['config', '--show']))\n"
+    )
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert r.returncode == 130, r.stderr
+    assert r.stderr.strip().splitlines() == ["spherepde: error: interrupted"], r.stderr

@@ -31,8 +31,16 @@ def _setup_logging(verbose: int, quiet: bool) -> None:
 
 
 # ------------------------------------------------------------------------ parser
+class _Parser(argparse.ArgumentParser):
+    """An option that cannot be parsed is one line ('spherepde compare: error: ...', and where
+    to read the options), exit 2 -- no usage block before it (subcommand parsers are this class too)."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {' '.join(str(message).split())} (see '{self.prog} --help')\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="spherepde",
         description="Mean-field multi-head attention (the Transformer PDE) on the sphere: finite-volume density solver and particle reference solver.",
         epilog="Examples:\n  spherepde run                      # the built-in default run\n  spherepde config --list-examples\n  spherepde run --example paper-ou-particles --set model.H=10\n  spherepde mesh 16 --json",
@@ -97,18 +105,50 @@ class _InterruptOnce:
         raise KeyboardInterrupt
 
 
+class _LostInterrupts:
+    """``sys.unraisablehook`` while :func:`main` runs: a Ctrl-C raised inside a callback Python
+    cannot propagate from (a weakref callback, a ``__del__``) would be printed as 'Exception
+    ignored' and lost; it is remembered instead, and main exits 130 once the command returns."""
+
+    def __init__(self, previous):
+        self.previous = previous
+        self.lost = False
+
+    def __call__(self, unraisable):
+        if isinstance(unraisable.exc_value, KeyboardInterrupt) or unraisable.exc_type is KeyboardInterrupt:
+            self.lost = True
+            return
+        self.previous(unraisable)
+
+
+def _quiet_unraisable(unraisable) -> None:
+    """After a Ctrl-C: objects left half-built by the interrupt may fail in ``__del__`` as the
+    process exits; that noise is not printed (the one line 'interrupted' said what happened)."""
+
+
 def main(argv=None) -> int:
     try:
         handler = _InterruptOnce(signal.getsignal(signal.SIGINT))
         signal.signal(signal.SIGINT, handler)
     except ValueError:  # not the main thread: Ctrl-C is the caller's
         handler = None
+    hook = _LostInterrupts(sys.unraisablehook) if handler is not None else None
+    if hook is not None:
+        sys.unraisablehook = hook
+    status = None
     try:
-        return _main(argv)
+        status = _main(argv)
+        if hook is not None and hook.lost and status == 0:
+            raise KeyboardInterrupt  # a Ctrl-C swallowed by a callback: still an interrupt
+        return status
     except KeyboardInterrupt:
         print("spherepde: error: interrupted", file=sys.stderr)
+        status = 130
         return 130
     finally:
+        if hook is not None and sys.unraisablehook is hook:
+            # the command line exits next: after a Ctrl-C its exit stays quiet; in-process, the caller's hook is back
+            sys.unraisablehook = _quiet_unraisable if status == 130 and _interrupt.is_command_line() else hook.previous
         if handler is not None:
             handler.active = False
             if signal.getsignal(signal.SIGINT) is handler:

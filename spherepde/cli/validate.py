@@ -37,6 +37,9 @@ def cmd_validate(args) -> int:
     except (ValueError, OutputExistsError, ConfigError) as exc:
         print(f"spherepde: error: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:  # the report could not be written (a full disk): nothing partial is kept
+        print(f"spherepde: error: {exc}", file=sys.stderr)
+        return 1
     out = Path(args.out)
     print(f"validation ({size}): {headline(report)}", file=sys.stderr)
     for name, msg in report["errors"].items():  # one line per broken study; the traceback is in report.json

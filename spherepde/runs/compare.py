@@ -312,15 +312,17 @@ def _check_diagnostics(path: Path) -> None:
     """A diagnostics table must parse (:func:`spherepde.runs.folders.read_diagnostics`: a
     header with 't' and rows of numbers; an unfinished last line of a run still writing is
     left out) and hold a record; CompareError naming the file and row."""
-    from spherepde.runs.folders import DiagnosticsError, read_diagnostics
+    from spherepde.runs.folders import DiagnosticsError, check_recorded, read_diagnostics
 
     try:
-        records = len(read_diagnostics(path)["t"])
+        table = read_diagnostics(path)
+        if len(table["t"]):
+            check_recorded(path, table)  # a completed run must hold all its rows
     except DiagnosticsError as exc:
         raise CompareError(str(exc)) from None
     except OSError as exc:
         raise CompareError(f"{path} cannot be read as a diagnostics table ({' '.join(str(exc).split())}); the run folder is damaged") from None
-    if records == 0:
+    if len(table["t"]) == 0:
         raise CompareError(f"{path} holds no records yet; compare runs that have recorded diagnostics")
 
 

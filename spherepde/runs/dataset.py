@@ -70,6 +70,45 @@ def _read_csv(path: Path) -> dict[str, np.ndarray]:
         raise RunFileError(f"{path} cannot be read as a diagnostics table ({_one_line(exc)}); the run folder is damaged") from None
 
 
+def _config_sections() -> set[str]:
+    """The sections every run's config.toml holds (the resolved configuration is written whole)."""
+    import tomllib
+
+    from spherepde.runs.config import config_to_toml, default_config
+
+    return set(tomllib.loads(config_to_toml(default_config(), comments=False)))
+
+
+def check_whole_run(folder: Path) -> None:
+    """What an export promises, the whole run: config.toml with every section, diagnostics.csv
+    with every row (all that summary.json lists for a completed run; no NaN time) and
+    weights.npz must be there (a Monte-Carlo folder: in each path). :class:`RunFileError`
+    naming the first missing or damaged file."""
+    import tomllib
+
+    from spherepde.runs.folders import check_recorded
+
+    folders = _mc_paths(folder) if run_kind(folder) == "montecarlo" else [folder]
+    for f in folders:
+        for name in ("config.toml", "diagnostics.csv", "weights.npz"):
+            if not (f / name).is_file():
+                raise RunFileError(f"{f / name} is missing; the run folder is damaged and cannot be exported whole")
+        try:
+            cfg = tomllib.loads((f / "config.toml").read_text())
+        except (OSError, ValueError, UnicodeDecodeError) as exc:
+            raise RunFileError(f"{f / 'config.toml'} cannot be read ({_one_line(exc)}); the run folder is damaged") from None
+        missing = sorted(_config_sections() - set(cfg))
+        if missing:
+            raise RunFileError(f"{f / 'config.toml'} lacks the section(s) {', '.join(missing)} every run writes (cut short?); the run folder is damaged")
+        path = f / "diagnostics.csv"
+        try:
+            check_recorded(path, read_diagnostics(path))
+        except DiagnosticsError as exc:
+            raise RunFileError(str(exc)) from None
+        except OSError as exc:
+            raise RunFileError(f"{path} cannot be read as a diagnostics table ({_one_line(exc)}); the run folder is damaged") from None
+
+
 def check_npz(path: Path) -> None:
     """Read the .npz archive ``path`` through the safe loader (headers checked before any
     allocation, no pickles) and check every member's CRC; :class:`RunFileError` naming the
@@ -310,6 +349,25 @@ def _check_target(target: Path, folder: Path) -> None:
         )
 
 
+def _check_space(target: Path, ds) -> None:
+    """Refuse (OSError, one line) when the target's file system lacks room for the file: a
+    write that runs out of space can crash the HDF5 library, so the size is estimated first
+    (the arrays, uncompressed, and the attributes, plus room for HDF5's own structures)."""
+    import shutil
+
+    size = int(ds.nbytes) + sum(len(str(v)) for v in ds.attrs.values()) + 4096 * (len(ds.variables) + 16)
+    for v in ds.variables.values():
+        size += sum(len(str(a)) for a in v.attrs.values())
+    need = int(size * 1.25) + (1 << 20)
+    try:
+        free = shutil.disk_usage(target.parent).free
+    except OSError:
+        return
+    if free < need:
+        raise OSError(f"not enough space for {target}: about {need / 1e6:.1f} MB needed, {free / 1e6:.1f} MB free on its file system; "
+                      "free some space or choose another file; nothing was written")
+
+
 def _with_mesh_topology(ds, folder: Path):
     """``ds`` with the mesh's topology after the UGRID conventions (1.0) when it holds cell
     densities: a ``mesh`` variable (cf_role mesh_topology, topology_dimension 2), the vertices
@@ -364,8 +422,15 @@ def export_netcdf(run_dir, target, *, force: bool = False) -> Path:
         raise FileNotFoundError(f"{target.parent}: no such folder for the NetCDF file")
     if not os.access(target.parent, os.W_OK | os.X_OK):
         raise PermissionError(f"cannot write {target}: the folder {target.parent} is not writable; choose another file")
-    ds = open_sweep(folder) if (folder / "results.csv").is_file() and not (folder / "diagnostics.csv").is_file() else open_run(folder)
+    if (folder / "results.csv").is_file() and not (folder / "diagnostics.csv").is_file():
+        ds = open_sweep(folder)
+    else:
+        if folder.is_dir():
+            check_run_parts(folder)  # config.toml and summary.json parse before run_kind reads them
+            check_whole_run(folder)
+        ds = open_run(folder)
     ds = _with_mesh_topology(ds, folder)
+    _check_space(target, ds)
     with atomic_file(target) as tmp:
         ds.to_netcdf(tmp, engine="h5netcdf", format="NETCDF4")
     return target

@@ -50,11 +50,17 @@ def jsonable(obj):
     return obj
 
 
+#: The largest pid any POSIX system hands out (a C ``int``); a lock naming a larger one is not a lock.
+MAX_PID = 2**31 - 1
+
+
 def pid_alive(pid: int) -> bool:
     """Whether a process with this pid exists on this host."""
+    if not 0 < pid <= MAX_PID:
+        return False
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
+    except (ProcessLookupError, OverflowError):
         return False
     except PermissionError:
         return True
@@ -117,6 +123,8 @@ class FolderLock:
         pid = other.get("pid") if isinstance(other, dict) else None
         if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0 or not isinstance(other.get("host"), str):
             return "is not a spherepde lock (expected {\"pid\": ..., \"host\": ...})"
+        if pid > MAX_PID:
+            return f"is not a spherepde lock (pid {pid} is not a possible process id)"
         return other
 
     def holder(self, *, force: bool = False) -> dict | None:

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import logging
+import math
 import tomllib
 import zipfile
 from dataclasses import dataclass
@@ -24,7 +26,7 @@ import numpy as np
 
 from spherepde._base import load_arrays
 
-__all__ = ["NotARunFolderError", "DiagnosticsError", "MALFORMED", "read_diagnostics", "run_config", "run_kind", "RunSnapshots", "load_snapshots"]
+__all__ = ["NotARunFolderError", "DiagnosticsError", "MALFORMED", "read_diagnostics", "check_recorded", "run_config", "run_kind", "RunSnapshots", "load_snapshots"]
 
 
 _log = logging.getLogger(__name__)
@@ -68,23 +70,48 @@ def read_diagnostics(path, *, malformed: str = "last") -> dict[str, np.ndarray]:
     if "t" not in header:
         raise DiagnosticsError(f"{path}: row 1 is not a diagnostics header (no column 't'); the run folder is damaged")
     records = []
+    it = header.index("t")
     for i, r in enumerate(body):
         problem = None
         if len(r) != len(header):
             problem = f"{len(r)} fields for {len(header)} columns"
         else:
             try:
-                records.append([float(x) for x in r])
-                continue
+                values = [float(x) for x in r]
             except ValueError:
                 col, x = next((c, x) for c, x in zip(header, r) if not _is_float(x))
                 problem = f"column {col!r} holds {x[:40]!r}, not a number"
+            else:
+                if math.isfinite(values[it]):
+                    records.append(values)
+                    continue
+                problem = f"column 't' holds {r[it][:40]!r}, not a finite time"
         if malformed == "skip":
             _log.warning("%s: skipping a malformed row (a run still writing?)", path)
         elif not (malformed == "last" and i == len(body) - 1 and not text.endswith("\n")):
             raise DiagnosticsError(f"{path}: row {i + 2}: {problem}; the run folder is damaged")
     data = np.array(records, dtype=float).reshape(len(records), len(header))
     return {h: data[:, i] for i, h in enumerate(header)}
+
+
+def check_recorded(path, table: dict) -> None:
+    """A run's ``diagnostics.csv`` (``table`` as :func:`read_diagnostics` read it) must hold
+    every record its ``summary.json`` lists when that says the run completed: fewer rows
+    means the file was cut short. :class:`DiagnosticsError` naming the file otherwise (a run
+    still writing, or a folder without a readable summary, is not checked)."""
+    path = Path(path)
+    try:
+        summary = json.loads((path.parent / "summary.json").read_text())
+    except (OSError, ValueError):
+        return
+    if not isinstance(summary, dict) or summary.get("status") != "completed" or path.name != "diagnostics.csv":
+        return
+    expected = summary.get("records")
+    if isinstance(expected, int) and not isinstance(expected, bool):
+        n = len(table.get("t", ()))
+        if n < expected:
+            raise DiagnosticsError(f"{path} holds {n} complete rows, but the completed run recorded {expected} (summary.json): "
+                                   "the file was cut short; the run folder is damaged")
 
 
 def _is_float(x: str) -> bool:

@@ -39,6 +39,7 @@ import logging
 import math
 import os
 import platform
+import shutil
 import sys
 import time
 import traceback
@@ -125,7 +126,7 @@ def run_validation(
     ValueError : unknown size or study name.
     OutputExistsError : ``out`` exists and is not empty and ``force`` is False.
     """
-    from spherepde._base import __version__
+    from spherepde._base import __version__, atomic_write_text
     from spherepde.validation.common import StudyPreconditionError, save_json
 
     if size not in SIZES:
@@ -144,6 +145,7 @@ def run_validation(
     out = Path(out)
     _check_out(out, force)
     fig_dir = out / "figures"
+    created = not out.exists()
     try:
         fig_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -221,8 +223,15 @@ def run_validation(
     }
     report["missing"] = [n for n, e in report["studies"].items() if e["status"] == "missing"]
     report["errors"] = {n: e["error"] for n, e in report["studies"].items() if e["status"] == "error"}
-    (out / "report.md").write_text(render_markdown(report))
-    save_json(report, out / "report.json")
+    try:  # both or neither: a full disk leaves no partial report (and no folder made here)
+        atomic_write_text(out / "report.md", render_markdown(report))
+        save_json(report, out / "report.json")
+    except OSError as exc:
+        (out / "report.md").unlink(missing_ok=True)
+        if created:
+            shutil.rmtree(out, ignore_errors=True)
+        raise OSError(f"cannot write the report in {out}: {exc.strerror or exc}; nothing was kept"
+                      if created else f"cannot write the report in {out}: {exc.strerror or exc}; no report was written") from None
     return report
 
 
@@ -308,6 +317,11 @@ def _check_grids(name: str, p: dict, changed: set) -> None:
 
 def _check_out(out: Path, force: bool) -> None:
     """The output folder must be a folder we can create or write into (OutputExistsError otherwise, nothing written)."""
+    from spherepde.runs.dataset import _run_folder_above
+
+    inside = _run_folder_above(out.resolve())
+    if inside is not None:
+        raise OutputExistsError(f"--out {out} lies inside the run folder {inside}; only 'spherepde run' and 'resume' write into a run folder -- choose another --out")
     if out.exists() and not out.is_dir():
         raise OutputExistsError(f"output path {str(out)!r} exists and is not a folder")
     if out.is_dir():

@@ -9,6 +9,7 @@ figures and the tables into the output folder.
 from __future__ import annotations
 
 import logging
+import shutil
 from dataclasses import replace
 from pathlib import Path
 
@@ -38,9 +39,28 @@ def compare_runs(folders, out=None, *, force: bool = False, formats=("png",), dp
     FileNotFoundError.
     """
     c = comparison(folders, out, force=force, dpi=dpi)
-    c.out.mkdir(parents=True, exist_ok=True)
-    files = compare_figures(c.tracks, c.diffs, c.reference, c.out, c.alignment, c.warnings, formats, dpi)
-    return write_tables(c, files)
+    created = _new_folders(c.out)
+    try:
+        c.out.mkdir(parents=True, exist_ok=True)
+        files = compare_figures(c.tracks, c.diffs, c.reference, c.out, c.alignment, c.warnings, formats, dpi)
+        return write_tables(c, files)
+    except BaseException as exc:  # a full disk, Ctrl-C: the folders made here go again (with what was written into them)
+        for folder in created:
+            shutil.rmtree(folder, ignore_errors=True)
+        if isinstance(exc, OSError):
+            where = exc.filename or c.out
+            raise OSError(f"cannot write {where}: {exc.strerror or exc}"
+                          + ("; nothing was kept" if created else "")) from None
+        raise
+
+
+def _new_folders(out: Path) -> list[Path]:
+    """The folders ``out.mkdir(parents=True)`` would create, outermost first."""
+    new, p = [], Path(out).absolute()
+    while not p.exists() and p != p.parent:
+        new.append(p)
+        p = p.parent
+    return new[::-1][:1]
 
 
 #: The longest run name a legend shows (longer ones keep their start and end around "…").

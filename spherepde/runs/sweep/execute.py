@@ -232,7 +232,7 @@ def run_sweep(
         if scheduler is not None:  # connect before writing anything
             try:
                 client = distributed.Client(scheduler, timeout="20s")
-            except (OSError, TimeoutError) as exc:
+            except (OSError, TimeoutError, ValueError, TypeError) as exc:  # ValueError: an address Dask cannot parse
                 raise SweepError(f"cannot reach the Dask scheduler at {scheduler}: {_one_line(exc)}") from None
     if out is None:
         stem = Path(sw.source).stem if sw.source != "<dict>" else "sweep"
