@@ -886,3 +886,100 @@ def test_plot_refuses_a_damaged_run_before_writing_any_figure(capsys, tmp_path, 
     line = one_line_error(err)
     assert code == 2 and name in line, line
     assert not (folder / "figures").exists()
+
+
+# ============================================= issue 28, second campaign: refusals that wrote first, --force, --out
+def mesh_run(capsys, folder: Path) -> Path:
+    """A completed 80-cell mesh run to T = 0.05 whose end lies on its snapshot grid (it can be extended)."""
+    args = [*MESH, "--set", "output.record_dt=0.01", "--set", "output.snapshot_dt=0.05", "--set", "output.checkpoint_every=2"]
+    code, _, err = cli(capsys, "run", *args, "--out", folder, "-q")
+    assert code == 0, err
+    return folder
+
+
+def _set_both_checkpoints(folder: Path, **state) -> None:
+    for name in ("checkpoint.npz", "checkpoint.prev.npz"):
+        with np.load(folder / name, allow_pickle=False) as z:
+            arrays = {k: np.array(z[k]) for k in z.files}
+        arrays.update({"state_" + k: np.asarray(v) for k, v in state.items()})
+        np.savez(folder / name, **arrays)
+
+
+@pytest.mark.parametrize("state, words", [
+    ({"t": np.nan}, "its time t is nan"),
+    ({"rho": -np.ones(80)}, "its density rho holds 80 negative value(s)"),
+    ({"rho": np.full(80, np.inf)}, "its array rho holds 80 NaN/inf value(s)"),
+])
+def test_resume_refuses_an_impossible_checkpoint_state_before_writing_anything(capsys, tmp_path, state, words):
+    folder = mesh_run(capsys, tmp_path / "m")
+    _set_both_checkpoints(folder, **state)
+    before = folder_state(folder)
+    for extra in (["--set", "solver.T=0.1"], []):
+        code, out, err = cli(capsys, "resume", folder, *extra, "-q")
+        line = one_line_error(err)
+        assert code == 2 and words in line, line  # was exit 1 after rewriting config.toml, weights.npz, summary.json
+        assert folder_state(folder) == before
+    assert summary(folder)["status"] == "completed"  # a refused resume never marks a completed run failed
+
+
+def test_an_unusable_checkpoint_with_a_good_previous_one_is_one_warning(capsys, tmp_path):
+    folder = mesh_run(capsys, tmp_path / "m")
+    data = (folder / "checkpoint.npz").read_bytes()
+    (folder / "checkpoint.npz").write_bytes(data[: len(data) // 2])
+    (folder / "checkpoint.prev.npz").write_bytes(data[: len(data) // 2])
+    code, _, err = cli(capsys, "resume", folder, "--set", "solver.T=0.1", "-q")
+    line = one_line_error(err)  # was a warning line first
+    assert code == 2 and "not a complete .npz archive: truncated" in line, line
+
+
+def test_force_replaces_only_a_folder_with_a_genuine_marker(capsys, tmp_path):
+    cfg = particles_config(tmp_path, T=0.05)
+    for marker in (b"\x00\xffgarbage", b"[1, 2]", b'{"kind": "run"}', b'{"spherepde": "0.1", "kind": "photos"}'):
+        fake = tmp_path / "fake"
+        fake.mkdir(exist_ok=True)
+        (fake / runner.MARKER).write_bytes(marker)
+        (fake / "precious.txt").write_text("keep me")
+        before = folder_state(fake)
+        code, _, err = cli(capsys, "run", cfg, "--out", fake, "--force", "-q")
+        line = one_line_error(err)
+        assert code == 2 and "not a spherepde run folder" in line and "nothing was deleted" in line, line
+        assert folder_state(fake) == before
+
+
+def test_a_new_run_never_goes_where_it_would_damage_a_run(capsys, tmp_path, source_run, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    before = folder_state(tmp_path)
+    cases = [
+        (["run", particles_config(tmp_path, name="c.toml"), "--out", source_run / "sub"], "lies inside the run folder"),
+        (["run", tmp_path / "c.toml", "--out", ""], "--out is empty"),
+        (branch_args(source_run, source_run, "--set", "initial.time=0.05", "--force"), "a branch cannot replace the run it starts from"),
+        (["run", tmp_path / "c.toml", "--set", "run.name='a\nb'", "--set", f"run.out={tmp_path / 'runs'}"], "control characters"),
+    ]
+    before = folder_state(tmp_path)
+    for args, words in cases:
+        code, _, err = cli(capsys, *args, "-q")
+        line = one_line_error(err)
+        assert code == 2 and words in line, line
+        assert folder_state(tmp_path) == before
+
+
+def test_resume_on_a_full_disk_says_to_free_space(capsys, tmp_path, monkeypatch):
+    folder = mesh_run(capsys, tmp_path / "m")
+
+    def full(self, **kw):
+        raise enospc()
+
+    monkeypatch.setattr(runfolder.FolderLock, "acquire", full)
+    code, _, err = cli(capsys, "resume", folder, "--set", "solver.T=0.1", "-q")
+    line = one_line_error(err)
+    assert code == 2 and "free some space" in line and "choose another --out" not in line, line
+
+
+def test_branch_from_a_non_finite_state_is_one_line(capsys, tmp_path, source_run):
+    with np.load(source_run / "snapshots.npz", allow_pickle=False) as z:
+        arrays = {k: np.array(z[k]) for k in z.files}
+    arrays["X"][:] = np.nan
+    np.savez(source_run / "snapshots.npz", **arrays)
+    code, _, err = cli(capsys, *branch_args(source_run, tmp_path / "b", "--set", "initial.time=0.05"))
+    one_line_error(err)  # no 'initial state from run ...' warning before the error
+    assert code == 2 and not (tmp_path / "b").exists()

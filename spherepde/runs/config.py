@@ -459,11 +459,12 @@ def _check_run_name(name: str) -> None:
     bad = (
         "/" in name or "\\" in name or name.strip() in (".", "..") or "\x00" in name
         or Path(name).is_absolute() or name != name.strip() or (len(name) > 1 and name[1] == ":")
+        or not name.isprintable()
     )
     if bad:
         raise ConfigError(
             f"run.name: {name!r} must be a plain folder name (no '/', '\\', '..', drive or absolute path, "
-            "no leading or trailing spaces); put the parent folder in run.out"
+            "no control characters such as a newline, no leading or trailing spaces); put the parent folder in run.out"
         )
     if len(name.encode()) > 200:
         raise ConfigError(f"run.name: {len(name.encode())} bytes is too long for a folder name; use at most 200")

@@ -14,6 +14,7 @@ from __future__ import annotations
 import errno
 import json
 import logging
+import math
 import os
 import shutil
 import socket
@@ -85,7 +86,7 @@ class _RunFolder:
         self.last_checkpoint_t = meta.get("t")
 
     def read_checkpoint(self) -> tuple[dict, dict]:
-        errors = []
+        errors, first = [], ""
         cur, prev = self.checkpoint_paths()
         for p in (cur, prev):
             if not p.exists():
@@ -96,15 +97,44 @@ class _RunFolder:
                     state = {k[6:]: np.array(z[k]) for k in z.files if k.startswith("state_")}
                 if not isinstance(meta, dict):
                     raise ValueError("the checkpoint's meta data is not a table")
+                check_state_values(state, meta)
+                if errors:  # said only when the previous one serves (else the error below names both)
+                    log.warning("checkpoint %s is unreadable or damaged (%s); continuing from the previous one", cur, first)
                 return state, meta
             except (zipfile.BadZipFile, OSError, ValueError, KeyError, EOFError) as exc:
-                errors.append(f"{p.name}: {' '.join(str(exc).split())}")
-                if p == cur and prev.exists():
-                    log.warning("checkpoint %s is unreadable (%s); trying the previous one", p, exc)
+                first = " ".join(str(exc).split()).removeprefix(f"{p}: ")
+                errors.append(f"{p.name}: {first}")
         raise FileNotFoundError(
             f"no usable checkpoint in {self.folder}" + (f" ({'; '.join(errors)})" if errors else "")
             + f"; the run cannot be continued -- start it again with: spherepde run {self.folder / 'config.toml'} --out {self.folder} --force"
         )
+
+
+def check_state_values(state: dict, meta: dict) -> None:
+    """A checkpoint's state must be one a run can reach: finite, non-negative times, finite
+    token positions, finite non-negative densities and point masses (ValueError naming the
+    array otherwise; a resume from it would fail after rewriting the run's files)."""
+    times = [("meta t", meta.get("t", 0.0))] + [(k, v) for k, v in state.items() if k == "t" or k.endswith("_t")]
+    for name, value in times:
+        try:
+            value = float(value)
+            ok = math.isfinite(value) and value >= 0
+        except (TypeError, ValueError):
+            ok = False
+        if not ok:
+            raise ValueError(f"its time {name} is {' '.join(repr(value).split())[:40]}, not a finite time >= 0")
+    for k, v in state.items():
+        leaf = k.rsplit("_", 1)[-1] if not k.endswith(("atom_x", "atom_m")) else k[-6:]
+        if leaf not in ("rho", "X", "atom_x", "atom_m"):
+            continue
+        a = np.asarray(v)
+        if a.dtype.kind not in "iuf":
+            raise ValueError(f"its array {k} holds {a.dtype}, not numbers")
+        bad = ~np.isfinite(a)
+        if bad.any():
+            raise ValueError(f"its array {k} holds {int(bad.sum())} NaN/inf value(s)")
+        if leaf in ("rho", "atom_m") and (a < 0).any():
+            raise ValueError(f"its density {k} holds {int((a < 0).sum())} negative value(s) (min {float(a.min()):.3e})")
 
 
 @contextmanager
@@ -201,13 +231,22 @@ def _folder_lock(folder: Path) -> FolderLock:
     return FolderLock(folder, LOCK_FILE, error=RunLockedError, what="spherepde process", force_hint="--force")
 
 
-def _acquire(lock: FolderLock, folder: Path, *, force: bool = False) -> None:
+def _acquire(lock: FolderLock, folder: Path, *, force: bool = False, new: bool = False) -> None:
+    """Take the run folder's lock; an OSError (a full disk, permissions) is one RunFolderError
+    line saying what to do: for a ``new`` run choose another --out, else free space or fix
+    the permissions and resume again."""
     try:
         lock.acquire(force=force)
     except RunLockedError:
         raise
     except OSError as exc:
-        raise RunFolderError(f"cannot write into the run folder {folder}: {exc.strerror or exc}; choose another --out") from exc
+        if new:
+            hint = "choose another --out"
+        elif exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            hint = f"free some space, then run the same command again (spherepde resume {folder})"
+        else:
+            hint = f"make the folder writable, then run the same command again (spherepde resume {folder})"
+        raise RunFolderError(f"cannot write into the run folder {folder}: {exc.strerror or exc}; {hint}") from exc
 
 
 def _write_marker(folder: Path, cfg: Config, kind: str) -> None:
@@ -220,6 +259,42 @@ def _write_marker(folder: Path, cfg: Config, kind: str) -> None:
         "config_toml": config_to_toml(cfg),
     }
     atomic_write_text(folder / MARKER, json.dumps(info, indent=1) + "\n")
+
+
+def check_run_target(out, folder: Path, cfg: Config) -> None:
+    """Where a new run may go (RunFolderError, nothing written): ``out`` not empty text, not
+    inside another run folder (a Monte-Carlo folder holds only its own ``path-NNN`` runs), and
+    not the folder a branch (``initial.kind = "run"``) starts from."""
+    if out is not None and not str(out).strip():
+        raise RunFolderError("--out is empty; give the run folder to write, e.g. --out runs/my-run")
+    where = folder.absolute()
+    for p in where.parents:
+        try:
+            if not (p / MARKER).is_file():
+                continue
+        except OSError:
+            continue
+        own_path = p == where.parent and where.name.startswith("path-") and where.name[5:].isdigit() and _marker_kind(p) == "monte-carlo"
+        if not own_path:
+            raise RunFolderError(f"cannot create the run folder {folder}: it lies inside the run folder {p}, "
+                                 "which only its own run writes into; choose another --out")
+        break
+    if cfg.initial.kind == "run" and cfg.initial.run:
+        try:
+            same = Path(cfg.initial.run).resolve() == folder.resolve()
+        except OSError:
+            same = False
+        if same:
+            raise RunFolderError(f"initial.run {cfg.initial.run} is the run folder this run would write ({folder}): "
+                                 "a branch cannot replace the run it starts from; choose another --out")
+
+
+def _marker_kind(folder: Path):
+    try:
+        info = json.loads((folder / MARKER).read_text())
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+    return info.get("kind") if isinstance(info, dict) else None
 
 
 def _check_out_path(folder: Path) -> bool:
@@ -247,16 +322,39 @@ def _check_out_path(folder: Path) -> bool:
     return False
 
 
+#: The kinds of folder a marker names (``_write_marker``).
+MARKER_KINDS = ("run", "monte-carlo")
+
+
+def marker_problem(folder: Path) -> str | None:
+    """None when ``folder`` carries a genuine spherepde marker (a JSON table naming the
+    spherepde version and the folder's kind, as :func:`_write_marker` writes it), else what
+    is wrong with it: ``--force`` deletes only folders whose marker parses."""
+    path = folder / MARKER
+    if path.is_symlink() or not path.is_file():
+        return f"it has no {MARKER} marker"
+    try:
+        if path.stat().st_size > 1 << 22:
+            raise ValueError("too large")
+        info = json.loads(path.read_text())
+    except (OSError, ValueError, UnicodeDecodeError):
+        return f"its {MARKER} is not a spherepde marker (not readable JSON)"
+    if not (isinstance(info, dict) and isinstance(info.get("spherepde"), str) and info.get("kind") in MARKER_KINDS):
+        return f"its {MARKER} is not a spherepde marker (no spherepde version and folder kind)"
+    return None
+
+
 def _refuse_existing(folder: Path, force: bool, lock: FolderLock, what: str = "run folder") -> None:
-    """An existing non-empty folder: refused unless ``force`` and it is an unlocked run folder."""
+    """An existing non-empty folder: refused unless ``force`` and it is an unlocked run folder
+    (with a genuine marker: :func:`marker_problem`)."""
     with lock.mutex():  # a process creating the folder right now has either written its lock or nothing yet
         other = lock.holder(force=force)
-        marked = (folder / MARKER).is_file()
+        problem = marker_problem(folder)
     if other is not None:
         raise RunLockedError(lock.refusal(other))
-    if not marked:
+    if problem is not None:
         raise RunExistsError(
-            f"{folder} exists and is not a spherepde run folder (it has no {MARKER} marker); choose another --out "
+            f"{folder} exists and is not a spherepde run folder ({problem}); choose another --out "
             "(--force replaces only run folders, so nothing was deleted)"
         )
     if not force:
@@ -304,9 +402,9 @@ def _create_folder(folder: Path, cfg: Config, lock: FolderLock, *, replace: bool
     except OSError as exc:
         raise RunFolderError(f"cannot create the run folder {folder}: {exc.strerror or exc}; choose another --out") from exc
     try:
-        _acquire(lock, folder, force=force)  # refuses (nothing written) when another process holds it
+        _acquire(lock, folder, force=force, new=True)  # refuses (nothing written) when another process holds it
         if replace:
-            if not (folder / MARKER).is_file():
+            if marker_problem(folder) is not None:
                 raise RunExistsError(f"{folder} is no longer a spherepde run folder (another process changed it while this run was starting); choose another --out")
             try:
                 _clear_folder(folder, LOCK_FILE)

@@ -35,6 +35,7 @@ from spherepde.runs.folder import (
     _refuse_existing,
     _RunFolder,
     _writing,
+    check_run_target,
 )
 from spherepde.runs.folders import read_diagnostics
 from spherepde.runs.runner import (
@@ -71,6 +72,7 @@ def monte_carlo(cfg: Config, *, paths: int | None = None, out=None, force: bool 
     """
     paths = cfg.montecarlo.paths if paths is None else paths
     folder = Path(out) if out is not None else Path(cfg.run.out) / (cfg.run.name or default_run_name(cfg).replace("-seed", "-mc-seed"))
+    check_run_target(out, folder, cfg)
     lock = _folder_lock(folder)
     exists = _check_out_path(folder)
     if exists:

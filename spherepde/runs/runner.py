@@ -87,6 +87,7 @@ from spherepde.runs.folder import (
     _write_marker,
     _write_snapshot,
     _writing,
+    check_run_target,
 )
 from spherepde.runs.folders import read_diagnostics
 from spherepde.runs.progress import ProgressBar
@@ -265,10 +266,17 @@ def _kind_density(cfg: Config, mesh):
         from spherepde.runs.branch import initial_density_from_run
 
         rho, bp = initial_density_from_run(ini.run, ini.time, mesh)
-        log.warning("%s", bp.describe())
+        if np.all(np.isfinite(rho)) and not np.any(rho < 0):  # else the solver refuses it, in one line
+            _say_branch(bp)
         return rho
     with _FileContext("initial.file", ini.file):
         return densities.from_file(mesh, ini.file)
+
+
+def _say_branch(bp) -> None:
+    """Where a branch starts: a warning when the nearest snapshot is not the requested time, else a note."""
+    exact = abs(bp.time - bp.requested_time) <= 1e-9 * max(1.0, abs(bp.requested_time))
+    (log.info if exact else log.warning)("%s", bp.describe())
 
 
 def build_initial_tokens(cfg: Config):
@@ -281,7 +289,8 @@ def build_initial_tokens(cfg: Config):
         X, bp = initial_tokens_from_run(ini.run, ini.time, ini.n, seed=ini.seed)
         if X.shape[1] != cfg.model.d:
             raise ValueError(f"initial.run: {ini.run} has tokens in d = {X.shape[1]}, this run has model.d = {cfg.model.d}")
-        log.warning("%s", bp.describe())
+        if np.all(np.isfinite(X)):  # else the solver refuses it, in one line
+            _say_branch(bp)
         return X
     kappas = np.broadcast_to(np.asarray(ini.kappas, float), (len(ini.means),)) if ini.kind == "vmf" else None
     with _FileContext("initial.file", ini.file, ini.kind == "file"):
@@ -744,6 +753,7 @@ def run(cfg: Config, *, out: str | Path | None = None, force: bool = False, prog
     if seed is not None and seed != cfg.weights.seed:
         cfg = cfg.with_overrides({"weights.seed": seed})
     folder = Path(out) if out is not None else Path(cfg.run.out) / (cfg.run.name or default_run_name(cfg))
+    check_run_target(out, folder, cfg)
     lock = _folder_lock(folder)
     exists = _check_out_path(folder)
     if exists:
