@@ -2,7 +2,7 @@
 
 Run from anywhere:  ``python meshes/make_meshes.py``
 
-* ``icosphere-{4,8,16}.npz`` -- ``spherepde.geometry.meshio.icosphere(n)`` saved with
+* ``icosphere-{4,8,16}.npz`` -- ``spherepde.geometry.meshfiles.icosphere(n)`` saved with
   ``SphereMesh.save`` (points float64, cells int64, name); ``icosphere(n)`` rebuilds
   them bit for bit, so these files are a convenience, not a source of truth.
 * ``uv-sphere.vtp`` -- ``pyvista.Sphere(radius=1, theta_resolution=24,
@@ -21,7 +21,7 @@ LEVELS = (4, 8, 16)
 def main() -> None:
     import pyvista as pv
 
-    from spherepde.geometry.meshio import icosphere, read_mesh
+    from spherepde.geometry.meshfiles import icosphere, read_mesh
 
     for n in LEVELS:
         mesh = icosphere(n)

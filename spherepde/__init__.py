@@ -14,7 +14,7 @@ from spherepde.runs import interrupt as _interrupt  # noqa: F401, I001  (first: 
 from spherepde._base import __version__  # noqa: E402
 from spherepde.geometry import densities  # noqa: E402
 from spherepde.geometry.mesh import SphereMesh  # noqa: E402
-from spherepde.geometry.meshio import icosphere, read_mesh  # noqa: E402
+from spherepde.geometry.meshfiles import icosphere, read_mesh  # noqa: E402
 from spherepde.model.weights import (  # noqa: E402
     FrozenProcess,
     OscillatingProcess,

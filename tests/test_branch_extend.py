@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from spherepde.geometry.meshio import icosphere
+from spherepde.geometry.meshfiles import icosphere
 from spherepde.runs import runner
 from spherepde.runs.branch import branch_point, initial_density_from_run, initial_tokens_from_run
 from spherepde.runs.config import default_config

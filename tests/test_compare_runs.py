@@ -138,7 +138,7 @@ def test_sliced_w1_closed_form():
     import ot
 
     from spherepde.geometry import densities
-    from spherepde.geometry.meshio import icosphere
+    from spherepde.geometry.meshfiles import icosphere
     from spherepde.solvers.distances import SlicedW1, great_circles, sample_from_density
 
     mesh = icosphere(4)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from spherepde.geometry import densities as dens
-from spherepde.geometry.meshio import icosphere
+from spherepde.geometry.meshfiles import icosphere
 
 
 def _mass(mesh, rho):

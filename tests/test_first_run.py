@@ -4,7 +4,7 @@ numbers, bit for bit, as every later run that loads them from the on-disk cache 
 Found: kernels compiled with LLVM's "contract" flag (fused multiply-add) differed in the last
 bit between the in-process JIT and the cached object code, so the first run's diagnostics
 differed from later runs' by up to 5e-15. The package's SIMD fast-math flags are now
-"reassoc" only (spherepde.attention.jit.SIMD_FASTMATH)."""
+"reassoc" only (spherepde._numba.SIMD_FASTMATH)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import os
 import subprocess
 import sys
 
-from spherepde.attention.jit import SIMD_FASTMATH
+from spherepde._numba import SIMD_FASTMATH
 
 
 def test_simd_flags_leave_out_contraction():

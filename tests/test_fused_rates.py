@@ -6,10 +6,11 @@ import numba
 import numpy as np
 import pytest
 
-from spherepde.attention import attention_moments, attention_moments_reference
+from spherepde.attention import attention_moments
 from spherepde.attention import harmonic as fs
+from spherepde.attention._reference import attention_moments_reference
 from spherepde.geometry import densities as dens
-from spherepde.geometry.meshio import icosphere
+from spherepde.geometry.meshfiles import icosphere
 from spherepde.model.energy import martingale_increment, state_rates
 from spherepde.model.fused import fused_rates, martingale_from_moments
 from spherepde.model.velocity import HeadFields, velocity_from_fields

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from spherepde.geometry.mesh import MeshError, SphereMesh, spherical_triangle_areas
-from spherepde.geometry.meshio import icosphere, load_mesh, mesh_level_for_cells, read_mesh, write_mesh
+from spherepde.geometry.meshfiles import icosphere, load_mesh, mesh_level_for_cells, read_mesh, write_mesh
 
 MESH_DIR = Path(__file__).resolve().parents[1] / "meshes"
 FOUR_PI = 4.0 * np.pi

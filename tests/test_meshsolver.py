@@ -12,7 +12,7 @@ import pytest
 from scipy.special import spherical_in
 
 from spherepde.geometry import densities as dens
-from spherepde.geometry.meshio import icosphere
+from spherepde.geometry.meshfiles import icosphere
 from spherepde.model.columns import ENERGY_COLUMNS, MESH_COLUMNS, PARTICLE_COLUMNS
 from spherepde.model.weights import FrozenProcess, OUProcess, generate_weight_path
 from spherepde.solvers import fv

@@ -27,7 +27,7 @@ import numpy as np
 import pytest
 
 from spherepde.cli.main import main
-from spherepde.geometry.meshio import icosphere
+from spherepde.geometry.meshfiles import icosphere
 from spherepde.runs.config import config_to_toml, default_config
 from spherepde.runs.series import Series
 from spherepde.validation import STUDIES

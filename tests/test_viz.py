@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from spherepde.cli.main import main
-from spherepde.geometry.meshio import icosphere
+from spherepde.geometry.meshfiles import icosphere
 from spherepde.runs.config import config_to_toml, default_config
 from spherepde.runs.folders import read_diagnostics
 from spherepde.runs.montecarlo import monte_carlo

@@ -2,11 +2,11 @@
 
 * :mod:`~spherepde.attention.sums` -- :func:`attention_moments`, the one dispatcher;
 * :mod:`~spherepde.attention.direct` -- exact Numba kernels with an online log-sum-exp;
-* :mod:`~spherepde.attention.harmonic` -- spherical-harmonic fast summation (d = 3);
-* :mod:`~spherepde.attention.jit` -- the package's Numba flags.
+* :mod:`~spherepde.attention.harmonic` -- spherical-harmonic fast summation (d = 3).
+
+The Numba flags are in :mod:`spherepde._numba`.
 """
 
-from spherepde.attention.direct import attention_moments_reference
 from spherepde.attention.sums import SUMMATION_MODES, attention_moments
 
-__all__ = ["SUMMATION_MODES", "attention_moments", "attention_moments_reference"]
+__all__ = ["SUMMATION_MODES", "attention_moments"]

@@ -31,9 +31,9 @@ import math
 
 import numpy as np
 
-from spherepde.attention.jit import SIMD_FASTMATH, njit, prange
+from spherepde._numba import SIMD_FASTMATH, njit, prange
 
-__all__ = ["direct_scaled", "attention_moments_reference"]
+__all__ = ["direct_scaled"]
 
 
 @njit
@@ -247,18 +247,3 @@ def direct_scaled(X, Y, w, A, want_q, simd):
     return C, Z, Mom, Q
 
 
-def attention_moments_reference(X, Y, w, A, *, want_q: bool = False):
-    """Plain NumPy version of :func:`attention_moments` (tests only; O(m n H) memory)."""
-    X = np.asarray(X, float)
-    Y = np.asarray(Y, float)
-    w = np.asarray(w, float)
-    A = np.asarray(A, float)
-    expo = np.exp(np.einsum("ik,hkl,jl->ihj", X, A, Y))  # (m, H, n)
-    ew = expo * w[None, None, :]
-    Z = ew.sum(axis=2)
-    Mom = np.einsum("ihj,jk->ihk", ew, Y)
-    Q = None
-    if want_q:
-        xy2 = (X @ Y.T) ** 2
-        Q = np.einsum("ihj,ij->ih", ew, xy2)
-    return Z, Mom, Q

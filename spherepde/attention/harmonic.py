@@ -76,8 +76,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.special import ive
 
+from spherepde._numba import SIMD_FASTMATH, njit, prange
 from spherepde.attention.direct import direct_scaled
-from spherepde.attention.jit import SIMD_FASTMATH, njit, prange
 
 __all__ = [
     "L_MAX",
@@ -86,7 +86,6 @@ __all__ = [
     "log_tail_bound",
     "moments",
     "real_sph_harm",
-    "real_sph_harm_reference",
     "scaled_bessel_coefficients",
     "source_moments",
     "tail_bound",
@@ -102,7 +101,7 @@ _U = 2.0**-53
 def _round_allowance(n: int) -> float:
     """Round-off allowance rho of the scaled sums, relative to sum w: (64 + sqrt(n)/8) u.
 
-    Measured against extended-precision sums (tests/test_fastsum.py; uniform to
+    Measured against extended-precision sums (tests/test_harmonic.py; uniform to
     point-like densities, L = 10..64, targets near and far from the mass, all ten
     moments): at most 20, 13 and 21 u for n = 2,880, 20,480 and 81,920 -- a safety
     factor of >= 3."""
@@ -312,29 +311,6 @@ def real_sph_harm(P, L: int) -> np.ndarray:
     L = int(L)
     out = np.empty((P.shape[0], (L + 1) ** 2))
     _harmonics_kernel(P, L, *_legendre_tables(L), out)
-    return out
-
-
-def real_sph_harm_reference(P, L: int) -> np.ndarray:
-    """:func:`real_sph_harm` from ``scipy.special.sph_harm_y`` (tests only)."""
-    P = np.asarray(P, dtype=float)
-    theta = np.arccos(np.clip(P[:, 2], -1.0, 1.0))
-    phi = np.mod(np.arctan2(P[:, 1], P[:, 0]), 2 * np.pi)
-    try:
-        from scipy.special import sph_harm_y
-
-        Yc = lambda l, m: sph_harm_y(l, m, theta, phi)
-    except ImportError:  # scipy < 1.15
-        from scipy.special import sph_harm
-
-        Yc = lambda l, m: sph_harm(m, l, phi, theta)
-    out = np.empty((P.shape[0], (L + 1) ** 2))
-    for l in range(L + 1):
-        out[:, l * l + l] = Yc(l, 0).real
-        for m in range(1, l + 1):
-            y = Yc(l, m) * (-1.0) ** m * math.sqrt(2.0)  # undo Condon--Shortley
-            out[:, l * l + l + m] = y.real
-            out[:, l * l + l - m] = y.imag
     return out
 
 

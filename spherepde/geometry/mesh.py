@@ -21,7 +21,7 @@ Conventions
   ``cell_edge_signs[c, k] = +1`` if ``c == edge_cells[e, 0]`` (the edge normal points
   out of ``c``) and ``-1`` otherwise; ``neighbors[c, k]`` is the cell across it.
 
-Icosphere levels and mesh files (reading and writing) are in :mod:`spherepde.geometry.meshio`.
+Icosphere levels and mesh files (reading and writing) are in :mod:`spherepde.geometry.meshfiles`.
 """
 
 from __future__ import annotations

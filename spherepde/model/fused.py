@@ -27,7 +27,7 @@ import math
 
 import numpy as np
 
-from spherepde.attention.jit import njit, prange, serial_below
+from spherepde._numba import njit, prange, serial_below
 
 __all__ = ["fused_rates", "martingale_from_moments"]
 

@@ -71,8 +71,8 @@ positive when every stage obeys it, which the solver checks):
   (rho_c = (1/3) sum_k rho_c^{e_k}); for smooth data it is ~ the first-order bound, so
   in practice the bound is half the first-order one.
 
-Kernels (Numba, :mod:`spherepde.attention.jit`): reconstruction, flux + divergence gather,
-CFL bound. Each has a NumPy ``*_reference`` used only by the tests. The divergence is a
+Kernels (Numba, :mod:`spherepde._numba`): reconstruction, flux + divergence gather,
+CFL bound. Each has a NumPy reference in :mod:`spherepde.solvers._reference` (tests only). The divergence is a
 per-cell gather over the 3 edges of the cell after the edge fluxes are stored, so no
 two loop iterations write the same entry.
 """
@@ -86,8 +86,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from spherepde.attention import attention_moments, attention_moments_reference
-from spherepde.attention.jit import njit, prange, serial_below
+from spherepde._numba import njit, prange, serial_below
+from spherepde.attention import attention_moments
 
 __all__ = [
     "DEFAULT_VELOCITY",
@@ -96,23 +96,16 @@ __all__ = [
     "cell_fields",
     "cell_nodes",
     "cell_potentials",
-    # references (tests only)
-    "cell_potentials_reference",
     "cfl_bound",
-    "cfl_bound_reference",
     "edge_velocity",
     "face_values",
     "fv_geometry",
     "fv_rhs",
-    "fv_rhs_reference",
     "midpoint_edge_velocity",
-    "midpoint_edge_velocity_reference",
     "potential_edge_velocity",
     "reconstruct",
-    "reconstruct_reference",
     "rigid_rotation_edge_velocity",
     "scheme_g2",
-    "scheme_g2_reference",
 ]
 
 log = logging.getLogger(__name__)
@@ -313,12 +306,6 @@ def cell_potentials(geom: FVGeometry, masses, A) -> np.ndarray:
     return logZ.mean(axis=1)
 
 
-def cell_potentials_reference(geom: FVGeometry, masses, A) -> np.ndarray:
-    """NumPy reference of :func:`cell_potentials` (tests only)."""
-    Z, _, _ = attention_moments_reference(geom.nodes, geom.nodes, masses, A)
-    return np.log(Z).mean(axis=1)
-
-
 def potential_edge_velocity(geom: FVGeometry, Phi, sign: float) -> np.ndarray:
     """u_e = s (Phi_n - Phi_c) / d_cn for ``edge_cells[e] = (c, n)``, shape (ne,) (d_cn = ``node_distances``)."""
     c, n = geom.edge_cells[:, 0], geom.edge_cells[:, 1]
@@ -334,18 +321,6 @@ def midpoint_edge_velocity(geom: FVGeometry, masses, A, V, *, summation: str = "
     _, Ybar, _ = attention_moments(geom.edge_midpoints, geom.nodes, masses, A, log=True, summation=summation, tol=tol)
     a = np.einsum("hkl,ehl->ek", V, Ybar) / V.shape[0]
     return np.einsum("ek,ek->e", a, geom.edge_normals)
-
-
-def midpoint_edge_velocity_reference(geom: FVGeometry, masses, A, V) -> np.ndarray:
-    """NumPy reference of :func:`midpoint_edge_velocity` (tests only)."""
-    x = geom.edge_midpoints
-    Z, Y, _ = attention_moments_reference(x, geom.nodes, masses, A)
-    H = A.shape[0]
-    v = np.zeros_like(x)
-    for h in range(H):
-        a = (Y[:, h, :] @ V[h].T) / Z[:, h : h + 1]
-        v += a - np.sum(a * x, axis=1, keepdims=True) * x
-    return np.sum(v / H * geom.edge_normals, axis=1)
 
 
 def edge_velocity(geom: FVGeometry, form: str, masses, A, V, sign: float, logZ=None, *, summation: str = "auto", tol: float = 1e-10) -> np.ndarray:
@@ -423,20 +398,6 @@ def reconstruct(geom: FVGeometry, rho) -> np.ndarray:
     return faces
 
 
-def reconstruct_reference(geom: FVGeometry, rho) -> np.ndarray:
-    """NumPy reference of :func:`reconstruct` (tests only)."""
-    rho = np.asarray(rho, float)
-    delta = rho[geom.neighbors] - rho[:, None]  # (nc, 3)
-    mx = np.maximum(delta.max(axis=1), 0.0)
-    mn = np.minimum(delta.min(axis=1), 0.0)
-    dk = np.einsum("ckj,cj->ck", geom.recon, delta)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        r = np.where(dk > 0, mx[:, None] / dk, np.where(dk < 0, mn[:, None] / dk, 1.0))
-    phi = np.minimum(1.0, r.min(axis=1))
-    v = np.clip(phi[:, None] * dk, mn[:, None], mx[:, None])
-    return np.minimum(rho[:, None] + v, 3.0 * rho[:, None])
-
-
 def face_values(geom: FVGeometry, rho, order: int) -> np.ndarray:
     """Edge values rho_c^{e_k}, (nc, 3): rho_c itself (order 1) or the reconstruction (order 2)."""
     if order == 1:
@@ -481,16 +442,6 @@ def fv_rhs(geom: FVGeometry, faces, u, *, flux=None, out=None) -> np.ndarray:
     out = np.empty(geom.n_cells) if out is None else out
     _fv_rhs_kernel(u, faces, geom.edge_cells, geom.edge_slot, geom.cell_edges, geom.cell_edge_signs, geom.edge_lengths, geom.areas, flux, out)
     return out
-
-
-def fv_rhs_reference(geom: FVGeometry, faces, u) -> np.ndarray:
-    """NumPy reference of :func:`fv_rhs` (edge-wise scatter with ``np.add.at``; tests only)."""
-    c, n = geom.edge_cells[:, 0], geom.edge_cells[:, 1]
-    F = np.maximum(u, 0) * faces[c, geom.edge_slot[:, 0]] + np.minimum(u, 0) * faces[n, geom.edge_slot[:, 1]]
-    out = np.zeros(geom.n_cells)
-    np.add.at(out, c, -geom.edge_lengths * F)
-    np.add.at(out, n, geom.edge_lengths * F)
-    return out / geom.areas
 
 
 @njit
@@ -542,20 +493,6 @@ def cfl_bound(geom: FVGeometry, u, order: int, rho=None, faces=None) -> float:
     out = np.empty(geom.n_cells)
     _cfl_kernel(u, rho, faces, geom.cell_edges, geom.cell_edge_signs, geom.edge_lengths, geom.areas, int(order), out)
     return float(out.min())
-
-
-def cfl_bound_reference(geom: FVGeometry, u, order: int, rho=None, faces=None) -> float:
-    """NumPy reference of :func:`cfl_bound` (tests only)."""
-    w = np.maximum(geom.cell_edge_signs * np.asarray(u)[geom.cell_edges], 0.0) * geom.edge_lengths[geom.cell_edges]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        b = geom.areas / w.sum(axis=1)
-        if order == 2:
-            rho = np.asarray(rho, float)
-            ratio = np.divide(faces, rho[:, None], out=np.zeros_like(faces), where=rho[:, None] > 0)
-            s2 = np.sum(w * ratio, axis=1)
-            bp = np.where(s2 > 0, geom.areas / np.where(s2 > 0, s2, 1.0), np.inf)
-            b = np.minimum(0.5 * b, bp)
-    return float(np.min(b))
 
 
 # ------------------------------------------------------- the scheme's metric slope
@@ -610,12 +547,3 @@ def scheme_g2(geom: FVGeometry, logZ, u, flux) -> float:
     return float(np.sum(out))
 
 
-def scheme_g2_reference(geom: FVGeometry, logZ, u, flux) -> float:
-    """NumPy reference of :func:`scheme_g2` (tests only)."""
-    Z = np.exp(np.asarray(logZ, float))
-    c, n = geom.edge_cells[:, 0], geom.edge_cells[:, 1]
-    a, b = Z[c], Z[n]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        L = np.where(np.isclose(a, b, rtol=1e-12, atol=0), 0.5 * (a + b), (b - a) / (np.log(b) - np.log(a)))
-    be = 1.0 / np.mean(1.0 / L, axis=1)
-    return float(np.sum(geom.edge_lengths * geom.node_distances * flux * u * be))

@@ -188,7 +188,7 @@ def _trajectory(mesh, rho0, path, T: float):
 def linear_rates(p: dict) -> list[dict]:
     """Measured vs exact growth rates for every (level, beta, s, l); see the module docstring."""
     from spherepde.geometry import densities as dens
-    from spherepde.geometry.meshio import icosphere
+    from spherepde.geometry.meshfiles import icosphere
 
     rows = []
     T, K, eps, m = float(p["T"]), int(p["steps"]), float(p["eps"]), int(p["m"])
@@ -256,7 +256,7 @@ def rate_orders(rows: list[dict], ls) -> dict:
 def uniform_energies(p: dict) -> list[dict]:
     """Mesh energy of the uniform density vs sinh(beta)/(2 beta) over levels (one evaluation each)."""
     from spherepde.geometry import densities as dens
-    from spherepde.geometry.meshio import icosphere
+    from spherepde.geometry.meshfiles import icosphere
     from spherepde.solvers.mesh import MeshSolver
 
     rows = []
@@ -277,7 +277,7 @@ def rotation_errors(p: dict) -> list[dict]:
     from scipy.spatial.transform import Rotation
 
     from spherepde.geometry import densities as dens
-    from spherepde.geometry.meshio import icosphere
+    from spherepde.geometry.meshfiles import icosphere
     from spherepde.model.weights import FrozenProcess, generate_weight_path
     from spherepde.solvers.fv import rigid_rotation_edge_velocity
     from spherepde.solvers.mesh import MeshSolver

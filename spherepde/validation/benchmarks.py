@@ -100,7 +100,7 @@ class _BlasThreads:
 
 def _points(level: int) -> np.ndarray:
     """The vertices of the icosphere of subdivision ``level`` (10 level^2 + 2 points)."""
-    from spherepde.geometry.meshio import icosphere
+    from spherepde.geometry.meshfiles import icosphere
 
     return np.ascontiguousarray(np.asarray(icosphere(level).points, dtype=float))
 
@@ -289,7 +289,7 @@ def bench_mesh_scaling(quick: bool) -> dict:
     """(c) one mesh-solver step (fast sums, potential velocity, order 1, SSPRK3, OU weights
     with H = 4) vs the number of cells; exponent p of a least-squares fit t ~ N^p."""
     from spherepde.geometry import densities as dens
-    from spherepde.geometry.meshio import icosphere
+    from spherepde.geometry.meshfiles import icosphere
     from spherepde.model.weights import OUProcess, generate_weight_path
     from spherepde.solvers.mesh import MeshSolver
 

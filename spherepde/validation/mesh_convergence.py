@@ -273,7 +273,7 @@ def warm_up() -> None:
     """Compile the Numba kernels (mesh orders 1 and 2, tokens) so that no timed run pays for it."""
     from spherepde.attention import attention_moments
     from spherepde.geometry import densities
-    from spherepde.geometry.meshio import icosphere
+    from spherepde.geometry.meshfiles import icosphere
     from spherepde.solvers.particles import initial_tokens
 
     path = ou_path(1, 0.02, 0.01, 0)
@@ -343,7 +343,7 @@ def _levels_ratio(levels) -> float:
 # ------------------------------------------------------------------------ the study
 def _convergence(p, log) -> list:
     from spherepde.geometry import densities
-    from spherepde.geometry.meshio import icosphere
+    from spherepde.geometry.meshfiles import icosphere
     from spherepde.solvers.particles import initial_tokens
 
     T, wdt = float(p["T"]), float(p["weights_dt"])
@@ -456,7 +456,7 @@ def _analyse(res, p) -> None:
 def _exponent(res, p, log) -> dict:
     """The density-level OU exponent b (mesh b_level/b_order) and the b_n-particle one on the same paths."""
     from spherepde.geometry import densities
-    from spherepde.geometry.meshio import icosphere
+    from spherepde.geometry.meshfiles import icosphere
     from spherepde.solvers.particles import initial_tokens
 
     Hs = [int(h) for h in p["b_H"]]

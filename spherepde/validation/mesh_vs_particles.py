@@ -227,7 +227,7 @@ def _run_particles(X0, path, times):
 
 def _case(case: str, p: dict, log) -> dict:
     from spherepde.geometry import densities
-    from spherepde.geometry.meshio import icosphere
+    from spherepde.geometry.meshfiles import icosphere
     from spherepde.model.weights import FrozenProcess, generate_weight_path
     from spherepde.solvers.distances import l1_to_particles, wasserstein_sphere
     from spherepde.solvers.particles import initial_tokens

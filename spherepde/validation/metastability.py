@@ -194,7 +194,7 @@ def _time_to(solver, T: float, every: float, R: float = MERGE_R) -> tuple[float,
 
 def _mesh_merge(p, case, level: int, *, explicit_estimate: bool = False) -> dict:
     from spherepde.geometry import densities
-    from spherepde.geometry.meshio import icosphere
+    from spherepde.geometry.meshfiles import icosphere
     from spherepde.solvers.mesh import MeshSolver
 
     beta, m1, deg = case
@@ -256,7 +256,7 @@ def _degree_power(mesh, geom, rho, lmax: int) -> np.ndarray:
 
 def _nucleation(p) -> dict:
     from spherepde.geometry.densities import real_sph_harm
-    from spherepde.geometry.meshio import icosphere
+    from spherepde.geometry.meshfiles import icosphere
     from spherepde.solvers.fv import fv_geometry
     from spherepde.solvers.mesh import MeshSolver
 

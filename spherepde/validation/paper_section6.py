@@ -270,7 +270,7 @@ def _particles(p, log) -> dict:
 # ---------------------------------------------------------------------- mesh experiment
 def _mesh(p, log) -> dict:
     from spherepde.geometry import densities
-    from spherepde.geometry.meshio import icosphere
+    from spherepde.geometry.meshfiles import icosphere
     from spherepde.model.weights import generate_weight_path
     from spherepde.solvers.mesh import MeshSolver
     from spherepde.solvers.particles import ParticleSolver, initial_tokens
@@ -648,7 +648,7 @@ def plot(results, out_dir) -> list:
         if snapped:
             from matplotlib.colors import Normalize
 
-            from spherepde.geometry.meshio import icosphere
+            from spherepde.geometry.meshfiles import icosphere
             from spherepde.viz.plots import _lonlat, draw_cells
 
             mesh = icosphere(int(results["mesh"]["level"]))

@@ -262,7 +262,7 @@ def _weights_particles(p, log) -> dict:
 # ------------------------------------------------------------------------------- mesh
 def _mesh(p, log) -> dict:
     from spherepde.geometry import densities
-    from spherepde.geometry.meshio import icosphere
+    from spherepde.geometry.meshfiles import icosphere
     from spherepde.model.weights import generate_weight_path, weight_path_from_arrays
     from spherepde.solvers.mesh import MeshSolver
 

@@ -171,7 +171,7 @@ def _thin(a):
 def clustering_runs(p: dict) -> list[dict]:
     """Mass drift and positivity over many adaptive steps of a strongly clustering flow."""
     from spherepde.geometry import densities as dens
-    from spherepde.geometry.meshio import icosphere
+    from spherepde.geometry.meshfiles import icosphere
     from spherepde.solvers.mesh import MeshSolver
 
     mesh = icosphere(p["cluster_level"])
@@ -218,7 +218,7 @@ def clustering_runs(p: dict) -> list[dict]:
 def monotonicity_runs(p: dict) -> list[dict]:
     """Mesh energy after every step, one frozen gradient head D = 2 I, s = +-1, orders 1 and 2."""
     from spherepde.geometry import densities as dens
-    from spherepde.geometry.meshio import icosphere
+    from spherepde.geometry.meshfiles import icosphere
     from spherepde.solvers.mesh import MeshSolver
 
     mesh = icosphere(p["mono_level"])
@@ -264,7 +264,7 @@ def _run_to(mesh, rho0, path, T, **kw) -> dict:
 def edi_dt_frozen(p: dict) -> list[dict]:
     """H = 1 frozen (D = 2 I, s = -1): EDI residuals at T = 0.1 for fixed dt, order 2 reconstruction."""
     from spherepde.geometry import densities as dens
-    from spherepde.geometry.meshio import icosphere
+    from spherepde.geometry.meshfiles import icosphere
 
     mesh = icosphere(p["edi_dt_level"])
     rho0 = dens.vmf_mixture(mesh, MEANS, KAPPAS)
@@ -280,7 +280,7 @@ def edi_dt_frozen(p: dict) -> list[dict]:
 def edi_h_frozen(p: dict) -> list[dict]:
     """H = 1 frozen (D = 2 I, s = -1): EDI residuals at T = 0.05 over mesh levels (ssprk3, order 1, adaptive dt)."""
     from spherepde.geometry import densities as dens
-    from spherepde.geometry.meshio import icosphere
+    from spherepde.geometry.meshfiles import icosphere
 
     out = []
     for level in p["edi_h_levels"]:
@@ -314,7 +314,7 @@ def ou_path_family(seed: int, p: dict, H: int = 3) -> dict:
 def edi_dt_ou(p: dict) -> list[dict]:
     """H = 3 OU: EDI residuals at T over the weight-grid step m dt0, for several noise paths."""
     from spherepde.geometry import densities as dens
-    from spherepde.geometry.meshio import icosphere
+    from spherepde.geometry.meshfiles import icosphere
 
     mesh = icosphere(p["ou_level"])
     rho0 = dens.vmf_mixture(mesh, MEANS, KAPPAS)
@@ -330,7 +330,7 @@ def edi_dt_ou(p: dict) -> list[dict]:
 def edi_h_ou(p: dict) -> list[dict]:
     """H = 3 OU, one noise path (weight step ``ou_h_m`` dt0): EDI residuals over mesh levels."""
     from spherepde.geometry import densities as dens
-    from spherepde.geometry.meshio import icosphere
+    from spherepde.geometry.meshfiles import icosphere
 
     path = ou_path_family(0, p)[p["ou_h_m"]]
     out = []

@@ -213,7 +213,7 @@ def _key(level: int, order: int) -> str:
 
 
 def _run_case(case: str, p, log) -> dict:
-    from spherepde.geometry.meshio import icosphere
+    from spherepde.geometry.meshfiles import icosphere
 
     path, rho0_fn, tokens_fn, H = _case_setup(case, p)
     T = float(p["T"][case])

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from spherepde.geometry import densities
-from spherepde.geometry.meshio import icosphere
+from spherepde.geometry.meshfiles import icosphere
 from spherepde.model.statistics import time_average
 from spherepde.solvers.particles import initial_tokens
 from spherepde.validation import mesh_convergence as mc

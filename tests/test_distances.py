@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from spherepde.geometry import densities
-from spherepde.geometry.meshio import icosphere
+from spherepde.geometry.meshfiles import icosphere
 from spherepde.solvers.distances import l1_to_particles, particle_density, sample_from_density, wasserstein_sphere
 
 
