@@ -23,9 +23,8 @@ import math
 
 import numpy as np
 import pytest
+from conftest import assert_plots
 
-import spherepde.solvers.mesh as mesh_solver
-from spherepde.solvers.fv import face_values, fv_rhs
 from spherepde.validation.common import claim_sentence, to_jsonable
 
 
@@ -48,13 +47,6 @@ def _protocol(mod, res):
     json.dumps(to_jsonable(res))
 
 
-def _plots(mod, res, tmp_path):
-    paths = mod.plot(res, tmp_path)
-    assert paths
-    for p in paths:
-        assert p.exists() and p.stat().st_size > 1000
-
-
 def _failed(res):
     return {k for k, c in res["checks"].items() if not c["passed"]}
 
@@ -70,7 +62,7 @@ def mconv():
 def test_mesh_convergence_protocol(mconv, tmp_path):
     mod, res = mconv
     _protocol(mod, res)
-    _plots(mod, res, tmp_path)
+    assert_plots(mod, res, tmp_path)
     p = res["params"]
     # one table row per (path, level, order) plus a Richardson row per path
     assert len(res["tables"][0]["rows"]) == len(res["paths"]) * (len(p["levels"]) * len(p["orders"]) + 1)
@@ -207,7 +199,7 @@ def wprec():
 def test_work_precision_protocol(wprec, tmp_path):
     mod, res = wprec
     _protocol(mod, res)
-    _plots(mod, res, tmp_path)
+    assert_plots(mod, res, tmp_path)
     # the table: one row per case x quantity x method, with the costs to reach 1 % and 0.1 %
     want = {(c, q, m) for c in res["params"]["cases"] for q in ("E", "G2") for m in ("mesh order 1", "mesh order 2", "particles")}
     got = {(r["case"], r["quantity"], r["method"]) for r in res["table"]}
@@ -257,16 +249,6 @@ def test_cost_to_reach():
 
 
 # ------------------------------------------------------------------- wrong schemes
-@pytest.fixture
-def wrong_sign_flux(monkeypatch):
-    monkeypatch.setattr(mesh_solver, "fv_rhs", lambda geom, faces, u, **kw: fv_rhs(geom, faces, -u, **kw))
-
-
-@pytest.fixture
-def order2_runs_first_order(monkeypatch):
-    monkeypatch.setattr(mesh_solver, "face_values", lambda geom, rho, order: face_values(geom, rho, 1))
-
-
 def test_wrong_sign_flux_fails_mesh_convergence(wrong_sign_flux):
     """Self-convergence alone cannot see a consistently wrong scheme; the tokens on the same path can."""
     import spherepde.validation.mesh_convergence as mod

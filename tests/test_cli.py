@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import cli, folder_state, one_line_error, tree
 
 from spherepde import __version__
 from spherepde.cli.main import main
@@ -47,29 +48,8 @@ def write_config(tmp_path: Path, *, n=20, T=0.2, integrator="euler", every=200, 
     return p
 
 
-def cli(capsys, *args) -> tuple[int, str, str]:
-    code = main([str(a) for a in args])
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
 def spherepde(*args, cwd=None, timeout=120) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "spherepde", *map(str, args)], capture_output=True, text=True, cwd=cwd, timeout=timeout, check=False)
-
-
-def one_line_error(err: str) -> str:
-    lines = err.strip().splitlines()
-    assert len(lines) == 1, f"expected a one-line error, got {err!r}"
-    assert lines[0].startswith("spherepde: error: ")
-    return lines[0]
-
-
-def folder_state(folder: Path) -> dict:
-    return {str(f.relative_to(folder)): (f.read_bytes(), f.stat().st_mtime_ns) for f in sorted(folder.rglob("*")) if f.is_file()}
-
-
-def tree(folder: Path) -> set:
-    return {str(p.relative_to(folder)) for p in folder.rglob("*")}
 
 
 # ----------------------------------------------------------------------- help, version

@@ -5,7 +5,6 @@ All runs use the particle solver with OU weight noise (sigma > 0) and a handful 
 
 from __future__ import annotations
 
-import csv
 import json
 import signal
 import subprocess
@@ -15,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import csv_rows, folder_state
 
 import spherepde as sp
 from spherepde import __version__
@@ -52,16 +52,6 @@ def make_config(tmp_path: Path, *, n=24, T=0.2, integrator="euler", every=2, ext
     p = tmp_path / name
     p.write_text(BASE.format(n=n, T=T, integrator=integrator, every=every) + extra)
     return p, load_config(p)
-
-
-def folder_state(folder: Path) -> dict:
-    """Every file under a folder: relative path -> (bytes, mtime_ns)."""
-    return {str(f.relative_to(folder)): (f.read_bytes(), f.stat().st_mtime_ns) for f in sorted(folder.rglob("*")) if f.is_file()}
-
-
-def csv_rows(path: Path) -> list[list[str]]:
-    with open(path, newline="") as fh:
-        return list(csv.reader(fh))
 
 
 def assert_same_run(a: Path, b: Path) -> None:

@@ -20,6 +20,7 @@ from itertools import pairwise
 
 import numpy as np
 import pytest
+from conftest import assert_check_consistent
 
 from spherepde.validation import analytic, structure
 
@@ -32,16 +33,6 @@ def analytic_smoke():
 @pytest.fixture(scope="module")
 def structure_smoke():
     return structure.run("smoke")
-
-
-def assert_check_consistent(name, c):
-    """A solver check records measured, target and tolerance, and ``passed`` is the band test on them."""
-    assert set(c) >= {"passed", "measured", "expected", "lo", "hi", "tolerance"}, (name, c)
-    assert isinstance(c["passed"], bool) and c["tolerance"], (name, c)
-    m = c["measured"]
-    assert c["lo"] is not None or c["hi"] is not None, (name, c)
-    inside = m is not None and np.isfinite(m) and (c["lo"] is None or m >= c["lo"]) and (c["hi"] is None or m <= c["hi"])
-    assert c["passed"] == inside, (name, c)
 
 
 def _protocol(res, mod):

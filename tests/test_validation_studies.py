@@ -23,18 +23,9 @@ import math
 
 import numpy as np
 import pytest
+from conftest import assert_check_consistent, assert_plots
 
 from spherepde.validation.common import claim_sentence, to_jsonable
-
-
-def assert_check_consistent(name, c):
-    """A solver check records measured, target and tolerance, and ``passed`` is the band test on them."""
-    assert set(c) >= {"passed", "measured", "expected", "lo", "hi", "tolerance"}, (name, c)
-    assert isinstance(c["passed"], bool) and c["tolerance"], (name, c)
-    m = c["measured"]
-    assert c["lo"] is not None or c["hi"] is not None, (name, c)
-    inside = m is not None and np.isfinite(m) and (c["lo"] is None or m >= c["lo"]) and (c["hi"] is None or m <= c["hi"])
-    assert c["passed"] == inside, (name, c)
 
 
 def _protocol(mod, res, *, checks=True):
@@ -52,13 +43,6 @@ def _protocol(mod, res, *, checks=True):
     json.dumps(to_jsonable(res))  # JSON-serialisable
 
 
-def _plots(mod, res, tmp_path):
-    paths = mod.plot(res, tmp_path)
-    assert paths
-    for p in paths:
-        assert p.exists() and p.stat().st_size > 1000
-
-
 # ---------------------------------------------------------------- mesh versus particles
 @pytest.fixture(scope="module")
 def mvp():
@@ -70,7 +54,7 @@ def mvp():
 def test_mesh_vs_particles_protocol(mvp, tmp_path):
     mod, res = mvp
     _protocol(mod, res)
-    _plots(mod, res, tmp_path)
+    assert_plots(mod, res, tmp_path)
     with pytest.raises(ValueError):
         mod.run("huge")
 
@@ -116,7 +100,7 @@ def paper():
 def test_paper_section6_protocol(paper, tmp_path):
     mod, res = paper
     _protocol(mod, res, checks=False)  # claims only: the solvers are checked by the other studies
-    _plots(mod, res, tmp_path)
+    assert_plots(mod, res, tmp_path)
 
 
 def test_paper_section6_outcomes(paper):
@@ -146,7 +130,7 @@ def test_paper_section6_outcomes(paper):
     m, prm = res["mesh"], res["params"]
     want = sorted(f"{s:g}" for s in prm["snapshots"] if s <= prm["mesh_T"] + 1e-9)
     snapped = [v for v in m["runs"].values() if "mesh_snapshots" in v]
-    from spherepde.geometry.meshio import icosphere
+    from spherepde.geometry.meshfiles import icosphere
 
     areas = np.asarray(icosphere(m["level"]).areas)
     assert snapped and all(v["H"] == max(prm["mesh_H"]) and v["path"] == 0 for v in snapped)
@@ -206,7 +190,7 @@ def stab():
 def test_stability_protocol(stab, tmp_path):
     mod, res = stab
     _protocol(mod, res)
-    _plots(mod, res, tmp_path)
+    assert_plots(mod, res, tmp_path)
 
 
 def test_stability_outcomes(stab):

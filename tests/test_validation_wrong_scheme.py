@@ -18,21 +18,6 @@ rotation errors ~1.2 at every level (orders ~0), mesh-to-token W1 order in n -0.
 
 from __future__ import annotations
 
-import pytest
-
-import spherepde.solvers.mesh as mesh_solver
-from spherepde.solvers.fv import face_values, fv_rhs
-
-
-@pytest.fixture
-def wrong_sign_flux(monkeypatch):
-    monkeypatch.setattr(mesh_solver, "fv_rhs", lambda geom, faces, u, **kw: fv_rhs(geom, faces, -u, **kw))
-
-
-@pytest.fixture
-def order2_runs_first_order(monkeypatch):
-    monkeypatch.setattr(mesh_solver, "face_values", lambda geom, rho, order: face_values(geom, rho, 1))
-
 
 def _failed(res):
     return {k: c for k, c in res["checks"].items() if not c["passed"]}

@@ -1,0 +1,87 @@
+"""Helpers and fixtures shared by the test files (one copy each).
+
+Fixtures (requested by name): ``wrong_sign_flux`` and ``order2_runs_first_order``, the two
+deliberately wrong mesh schemes the validation studies must catch. Plain helpers are
+imported with ``from conftest import cli, one_line_error, ...`` (``tests/`` is on
+``sys.path`` under pytest's default import mode).
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+
+# ------------------------------------------------------------------ the command line
+def cli(capsys, *args) -> tuple[int, str, str]:
+    """Run ``spherepde ARGS`` in process: (exit code, stdout, stderr)."""
+    from spherepde.cli.main import main
+
+    code = main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def one_line_error(err: str) -> str:
+    """The single line of a refused command's stderr (fails unless it is one ``spherepde: error:`` line)."""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, f"expected a one-line error, got {err!r}"
+    assert lines[0].startswith("spherepde: error: ")
+    return lines[0]
+
+
+# ------------------------------------------------------------------ folders and files
+def folder_state(folder: Path) -> dict:
+    """Every file under a folder: relative path -> (bytes, mtime_ns)."""
+    return {str(f.relative_to(folder)): (f.read_bytes(), f.stat().st_mtime_ns) for f in sorted(folder.rglob("*")) if f.is_file()}
+
+
+def tree(folder: Path) -> set:
+    """The relative paths of everything under a folder."""
+    return {str(p.relative_to(folder)) for p in folder.rglob("*")}
+
+
+def csv_rows(path: Path) -> list[list[str]]:
+    """The rows of a CSV file as strings, header included."""
+    with open(path, newline="") as fh:
+        return list(csv.reader(fh))
+
+
+# ------------------------------------------------------------------ validation studies
+def assert_check_consistent(name, c):
+    """A solver check records measured, target and tolerance, and ``passed`` is the band test on them."""
+    assert set(c) >= {"passed", "measured", "expected", "lo", "hi", "tolerance"}, (name, c)
+    assert isinstance(c["passed"], bool) and c["tolerance"], (name, c)
+    m = c["measured"]
+    assert c["lo"] is not None or c["hi"] is not None, (name, c)
+    inside = m is not None and np.isfinite(m) and (c["lo"] is None or m >= c["lo"]) and (c["hi"] is None or m <= c["hi"])
+    assert c["passed"] == inside, (name, c)
+
+
+def assert_plots(mod, res, tmp_path):
+    """A study's ``plot`` writes at least one non-trivial figure."""
+    paths = mod.plot(res, tmp_path)
+    assert paths
+    for p in paths:
+        assert p.exists() and p.stat().st_size > 1000
+
+
+@pytest.fixture
+def wrong_sign_flux(monkeypatch):
+    """The mesh solver with the finite-volume flux of the wrong sign (the edge velocity negated)."""
+    import spherepde.solvers.mesh as mesh_solver
+    from spherepde.solvers.fv import fv_rhs
+
+    monkeypatch.setattr(mesh_solver, "fv_rhs", lambda geom, faces, u, **kw: fv_rhs(geom, faces, -u, **kw))
+
+
+@pytest.fixture
+def order2_runs_first_order(monkeypatch):
+    """The mesh solver's ``order=2`` silently running the first-order reconstruction."""
+    import spherepde.solvers.mesh as mesh_solver
+    from spherepde.solvers.fv import face_values
+
+    monkeypatch.setattr(mesh_solver, "face_values", lambda geom, rho, order: face_values(geom, rho, 1))
