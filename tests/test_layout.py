@@ -275,3 +275,20 @@ def test_no_matplotlib_use_in_library_code():
                 if isinstance(owner, ast.Name) and owner.id in ("matplotlib", "mpl", "plt", "pyplot"):
                     offenders.append(f"{path.relative_to(PKG)}:{node.lineno}")
     assert not offenders, offenders
+
+
+def test_reference_kernels_are_private_to_the_tests():
+    # NumPy reference kernels live in private ``_reference`` modules: no production module
+    # defines or exports a public ``*_reference`` function, and no module of the package imports them
+    mods = _modules(PKG)
+    offenders = []
+    for m, (path, is_pkg) in mods.items():
+        if m.rsplit(".", 1)[-1] == "_reference":
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        offenders += [f"{m}: defines {n.name}" for n in tree.body if isinstance(n, ast.FunctionDef) and n.name.endswith("_reference") and not n.name.startswith("_")]
+        offenders += [f"{m}:{line}: imports {t}" for line, t in _imports(m, path, is_pkg, mods) if t.rsplit(".", 1)[-1] == "_reference"]
+        for n in tree.body:  # __all__ read from the source (importing __main__ would run the CLI)
+            if isinstance(n, ast.Assign) and any(getattr(t, "id", None) == "__all__" for t in n.targets):
+                offenders += [f"{m}.__all__: {x}" for x in ast.literal_eval(n.value) if x.endswith("_reference")]
+    assert not offenders, offenders
