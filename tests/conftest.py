@@ -50,6 +50,40 @@ def csv_rows(path: Path) -> list[list[str]]:
         return list(csv.reader(fh))
 
 
+def evil_npy(path: Path, marker: Path) -> None:
+    """An object-array ``.npy`` whose unpickling would create ``marker`` (a reader must refuse it unread)."""
+
+    class Evil:
+        def __reduce__(self):
+            return (open, (str(marker), "w"))
+
+    np.save(path, np.array([Evil(), 1.0], dtype=object), allow_pickle=True)
+
+
+# ------------------------------------------------------------------ runs killed mid-way
+class HardKill(BaseException):
+    """Stands in for SIGKILL: not an Exception, so no handler of the runner sees it."""
+
+
+def killed_run(cfg, folder: Path, monkeypatch, *, kill_at_call: int) -> None:
+    """Run until the kill_at_call-th checkpoint write and die just before it (rows past the last checkpoint exist)."""
+    from spherepde.runs import runner
+
+    calls = {"n": 0}
+    original = runner._RunFolder.write_checkpoint
+
+    def write_checkpoint(self, state, meta):
+        calls["n"] += 1
+        if calls["n"] == kill_at_call:
+            raise HardKill
+        return original(self, state, meta)
+
+    with monkeypatch.context() as m:
+        m.setattr(runner._RunFolder, "write_checkpoint", write_checkpoint)
+        with pytest.raises(HardKill):
+            runner.run(cfg, out=folder, progress=False)
+
+
 # ------------------------------------------------------------------ validation studies
 def assert_check_consistent(name, c):
     """A solver check records measured, target and tolerance, and ``passed`` is the band test on them."""

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import cli, folder_state, one_line_error, tree
+from conftest import cli, evil_npy, folder_state, one_line_error, tree
 
 from spherepde import __version__
 from spherepde.cli.main import main
@@ -208,12 +208,7 @@ def test_run_bad_config_exits_2_and_writes_nothing(capsys, tmp_path, monkeypatch
 
 def test_run_object_array_file_exits_2(capsys, tmp_path):
     marker = tmp_path / "PWNED"
-
-    class Evil:
-        def __reduce__(self):
-            return (open, (str(marker), "w"))
-
-    np.save(tmp_path / "evil.npy", np.array([Evil()], dtype=object), allow_pickle=True)
+    evil_npy(tmp_path / "evil.npy", marker)
     cfg_path = write_config(tmp_path)
     code, _, err = cli(capsys, "run", cfg_path, "--set", "initial.kind=file", "--set", f"initial.file={tmp_path / 'evil.npy'}", "--out", tmp_path / "r")
     assert code == 2

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import csv_rows, folder_state
+from conftest import csv_rows, evil_npy, folder_state, killed_run
 
 import spherepde as sp
 from spherepde import __version__
@@ -199,27 +199,6 @@ def test_force_with_bad_input_leaves_old_run_untouched(tmp_path):
 
 
 # ------------------------------------------------------------------------ checkpoints
-class HardKill(BaseException):
-    """Stands in for SIGKILL: not an Exception, so no handler of the runner sees it."""
-
-
-def killed_run(cfg, folder: Path, monkeypatch, *, kill_at_call: int) -> None:
-    """Run until the kill_at_call-th checkpoint write and die just before it (rows past the last checkpoint exist)."""
-    calls = {"n": 0}
-    original = runner._RunFolder.write_checkpoint
-
-    def write_checkpoint(self, state, meta):
-        calls["n"] += 1
-        if calls["n"] == kill_at_call:
-            raise HardKill
-        return original(self, state, meta)
-
-    with monkeypatch.context() as m:
-        m.setattr(runner._RunFolder, "write_checkpoint", write_checkpoint)
-        with pytest.raises(HardKill):
-            runner.run(cfg, out=folder, progress=False)
-
-
 @pytest.mark.parametrize("integrator", ["euler", "heun"])
 def test_resume_after_hard_kill_is_bit_for_bit(tmp_path, monkeypatch, integrator):
     _, cfg = make_config(tmp_path, integrator=integrator, every=2)
@@ -431,14 +410,6 @@ def test_monte_carlo_interrupted_then_resumed(mc_run, tmp_path, monkeypatch):
 
 
 # ---------------------------------------------------------------------- safe reading
-def evil_npy(path: Path, marker: Path) -> None:
-    class Evil:
-        def __reduce__(self):
-            return (open, (str(marker), "w"))
-
-    np.save(path, np.array([Evil(), 1.0], dtype=object), allow_pickle=True)
-
-
 @pytest.mark.parametrize(
     "overrides, key",
     [
