@@ -46,8 +46,8 @@ def cmd_sweep(args) -> int:
     except ConfigError as exc:  # SweepError is a ConfigError: sweep file, configurations, OUT, Dask
         return fail(str(exc))
     except OSError as exc:  # the sweep folder could not be written (a full disk): what was written is kept
-        where = f" {exc.filename}" if exc.filename else ""
-        return fail(f"cannot write the sweep folder{where}: {exc.strerror or exc}; free some space (or fix the permissions) and run the same command again to continue", 1)
+        where = exc.filename or args.out or "(the sweep's out)"
+        return fail(f"cannot write {where}: {exc.strerror or exc}; free some space (or fix the permissions) and run the same command again to continue", 1)
     except KeyboardInterrupt:
         return fail("interrupted; run the same command again to continue (completed runs are kept, checkpointed ones resume)", 130)
     if res.status == "interrupted":

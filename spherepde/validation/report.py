@@ -321,7 +321,8 @@ def _check_out(out: Path, force: bool) -> None:
 
     inside = _run_folder_above(out.resolve())
     if inside is not None:
-        raise OutputExistsError(f"--out {out} lies inside the run folder {inside}; only 'spherepde run' and 'resume' write into a run folder -- choose another --out")
+        where = "is the run folder" if inside == out.resolve() else f"lies inside the run folder {inside}"
+        raise OutputExistsError(f"--out {out} {where}; only 'spherepde run' and 'resume' write into a run folder -- choose another --out")
     if out.exists() and not out.is_dir():
         raise OutputExistsError(f"output path {str(out)!r} exists and is not a folder")
     if out.is_dir():
