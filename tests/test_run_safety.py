@@ -652,7 +652,7 @@ def test_sigterm_a_real_run_with_record_dt_T(tmp_path):
 
 # ============================================================== a collapsing time step
 def test_mesh_solver_time_step_floor():
-    from spherepde.geometry.meshio import icosphere
+    from spherepde.geometry.meshfiles import icosphere
     from spherepde.model.weights import FrozenProcess, generate_weight_path
 
     mesh = icosphere(2)

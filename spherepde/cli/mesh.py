@@ -13,7 +13,7 @@ def cmd_mesh(args) -> int:
 
     from spherepde._base import available_memory, format_bytes
     from spherepde.geometry.mesh import PYVISTA_EXTENSIONS, MeshError
-    from spherepde.geometry.meshio import icosphere, icosphere_bytes, read_mesh
+    from spherepde.geometry.meshfiles import icosphere, icosphere_bytes, read_mesh
     from spherepde.runs.config import ConfigError
 
     if args.out and Path(args.out).suffix.lower() not in (".npz", *PYVISTA_EXTENSIONS):
@@ -45,7 +45,7 @@ def cmd_mesh(args) -> int:
         print(f"  area ratio {q['area_ratio']:.4f}  (min/max)")
         print(f"  h          {q['h']:.6f}  (max great-circle edge length)")
     if args.out:
-        from spherepde.geometry.meshio import write_mesh
+        from spherepde.geometry.meshfiles import write_mesh
 
         try:
             write_mesh(mesh, args.out)

@@ -224,7 +224,7 @@ def _build_weight_path(cfg: Config, *, seed: int | None = None) -> WeightPath:
 
 
 def build_mesh(cfg: Config):
-    from spherepde.geometry.meshio import icosphere, read_mesh
+    from spherepde.geometry.meshfiles import icosphere, read_mesh
 
     if cfg.mesh.file:
         with _FileContext("mesh.file", cfg.mesh.file):
