@@ -2,7 +2,9 @@
 
 Build: ``python -m sphinx -W --keep-going -b html docs docs/_build/html`` (no internet, no GPU).
 The reference pages (configuration keys, diagnostics columns, command line, Python API) are
-written from the code into ``docs/reference/`` before each build by ``_ext/spherepde_reference.py``.
+written from the code into ``docs/reference/`` before each build by ``_ext/spherepde_reference.py``;
+the results pages are written from the committed reports into ``docs/results/`` by
+``_ext/spherepde_results.py``.
 """
 
 from __future__ import annotations
@@ -17,10 +19,12 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE / "_ext"))
 
 from spherepde_reference import write_reference  # noqa: E402
+from spherepde_results import write_results  # noqa: E402
 
 import spherepde  # noqa: E402
 
 write_reference(HERE / "reference")
+write_results(HERE / "results")
 
 project = "spherepde"
 author = "The spherepde developers"
