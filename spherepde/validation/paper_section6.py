@@ -189,6 +189,7 @@ def _seed(regime: str, H: int, j: int, base: int = 0) -> int:
 def _particle_path_run(p, regime, H, j, want_snap):
     from spherepde.model.weights import generate_weight_path
     from spherepde.solvers.particles import ParticleSolver, initial_tokens
+    from spherepde.solvers.protocol import integrate
 
     T, dt, every = float(p["T"]), float(p["dt"]), int(p["record_every"])
     seed = _seed(regime, H, j)
@@ -200,13 +201,13 @@ def _particle_path_run(p, regime, H, j, want_snap):
     if rec[-1] != K:
         rec.append(K)
     snaps_t = [float(s) for s in p["snapshots"]] if want_snap else []
-    rows, snaps = [], {}
-    for k in rec:
-        ps.advance(k * dt)
-        rows.append(ps.record())
+    times = [k * dt for k in rec]
+    tr = integrate(ps, times, snapshots=bool(snaps_t))
+    rows, snaps = tr.rows, {}
+    for t, snap in zip(times, tr.snapshots):
         for s in snaps_t:
-            if abs(k * dt - s) < 0.5 * dt:
-                snaps[f"{s:g}"] = ps.X.copy()
+            if abs(t - s) < 0.5 * dt:
+                snaps[f"{s:g}"] = snap["X"]
     out = {"t": [r["t"] for r in rows], "G2": [r["G2"] for r in rows]}
     for c in _BALANCE_COLS:
         out[c] = [r[c] for r in rows]
@@ -274,6 +275,7 @@ def _mesh(p, log) -> dict:
     from spherepde.model.weights import generate_weight_path
     from spherepde.solvers.mesh import MeshSolver
     from spherepde.solvers.particles import ParticleSolver, initial_tokens
+    from spherepde.solvers.protocol import integrate
 
     mesh = icosphere(int(p["mesh_level"]))
     rho0 = densities.octahedral(mesh, 0.05)
@@ -293,23 +295,17 @@ def _mesh(p, log) -> dict:
                 path = generate_weight_path(_process(regime), H=H, d=3, T=T, dt=wdt, seed=seed, init="gaussian", sign=-1.0, scheme="exact")
                 t0 = time.perf_counter()
                 ms = MeshSolver(mesh, rho0, path, order=int(p["mesh_order"]), integrator=p["mesh_integrator"], cfl=0.5)
-                mrows = []
-                for t in times:
-                    if t > ms.t:
-                        ms.advance(t)
-                    mrows.append(ms.record())
+                tr = integrate(ms, times, snapshots=want_snap and bool(snap_t))
+                mrows = tr.rows
+                for t, snap in zip(times, tr.snapshots):
                     for s in snap_t:
-                        if want_snap and abs(t - s) < 0.5 * rdt and f"{s:g}" not in snaps:
+                        if abs(t - s) < 0.5 * rdt and f"{s:g}" not in snaps:
                             # density per unit area at t (6 significant digits keep report.json small)
-                            snaps[f"{s:g}"] = [float(f"{x:.6g}") for x in ms.rho]
+                            snaps[f"{s:g}"] = [float(f"{x:.6g}") for x in snap["rho"]]
                 tm = time.perf_counter() - t0
                 t0 = time.perf_counter()
                 ps = ParticleSolver(initial_tokens("octahedral", int(p["n"]), seed=seed), path, integrator="euler")
-                prows = []
-                for t in times:
-                    if t > ps.t + 1e-12:
-                        ps.advance(t)
-                    prows.append(ps.record())
+                prows = integrate(ps, times).rows
                 tp = time.perf_counter() - t0
                 gm = np.asarray([r["G2"] for r in mrows])
                 gp = np.asarray([r["G2"] for r in prows])

@@ -152,14 +152,10 @@ def _growth(t, r):
 def _trajectory(path, X0, dt, times):
     """Token positions at the record times (explicit Euler, the paper's scheme)."""
     from spherepde.solvers.particles import ParticleSolver
+    from spherepde.solvers.protocol import integrate
 
     a = ParticleSolver(X0, path, dt=dt, integrator="euler")
-    out = []
-    for t in times:
-        if t > a.t + 1e-12:
-            a.advance(t)
-        out.append(a.X.copy())
-    return out
+    return [snap["X"] for snap in integrate(a, times, snapshots=True).snapshots]
 
 
 def _distances(A, B):
@@ -265,6 +261,7 @@ def _mesh(p, log) -> dict:
     from spherepde.geometry.meshfiles import icosphere
     from spherepde.model.weights import generate_weight_path, weight_path_from_arrays
     from spherepde.solvers.mesh import MeshSolver
+    from spherepde.solvers.protocol import integrate
 
     t0 = time.perf_counter()
     mesh = icosphere(int(p["mesh_level"]))
@@ -281,12 +278,7 @@ def _mesh(p, log) -> dict:
 
     def solve(rho, pth):
         ms = MeshSolver(mesh, rho, pth, order=1, integrator="euler", cfl=0.5)
-        out = []
-        for t in times:
-            if t > ms.t:
-                ms.advance(t)
-            out.append(ms.rho.copy())
-        return out
+        return [snap["rho"] for snap in integrate(ms, times, snapshots=True).snapshots]
 
     ref = solve(rho0, base)
     res = {"level": int(p["mesh_level"]), "cells": mesh.n_cells, "H": H, "t": times}
