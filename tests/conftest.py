@@ -26,10 +26,11 @@ def cli(capsys, *args) -> tuple[int, str, str]:
 
 
 def one_line_error(err: str) -> str:
-    """The single line of a refused command's stderr (fails unless it is one ``spherepde: error:`` line)."""
+    """The single line of a refused command's stderr (fails unless it is one ``spherepde: error:`` line, no traceback)."""
     lines = err.strip().splitlines()
     assert len(lines) == 1, f"expected a one-line error, got {err!r}"
-    assert lines[0].startswith("spherepde: error: ")
+    assert lines[0].startswith("spherepde: error: "), err
+    assert "Traceback" not in err, err
     return lines[0]
 
 

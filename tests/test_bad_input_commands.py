@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import cli, folder_state, one_line_error, tree
 
 from spherepde.cli.main import main
 from spherepde.runs import runner
@@ -18,22 +19,17 @@ from spherepde.runs.config import default_config
 TINY = {"mesh.level": 2, "model.H": 1, "solver.T": 0.04, "output.record_dt": 0.01, "output.snapshot_dt": 0.02, "weights.dt": 0.01, "output.vtk": False}
 
 
-def files_in(folder: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(folder)): p.read_bytes() if p.is_file() else b"" for p in sorted(folder.rglob("*"))}
+def files_in(folder: Path) -> tuple[dict, set]:
+    """Everything under ``folder``: every file's bytes and mtime, and every path (empty folders too)."""
+    return folder_state(folder), tree(folder)
 
 
 def refused(capsys, folder: Path, *args) -> str:
     """Run the CLI; assert exit 2, one error line, no traceback and nothing written or changed under ``folder``."""
     before = files_in(folder)
-    code = main([str(a) for a in args])
-    out, err = capsys.readouterr()
-    assert code == 2, (code, err)
-    lines = err.strip().splitlines()
-    assert len(lines) == 1, f"expected one line, got {err!r}"
-    assert lines[0].startswith("spherepde: error: ")
-    assert "Traceback" not in err + out
+    line = one_line_exit(capsys, *args, code=2)
     assert files_in(folder) == before, "bad input must not write anything"
-    return lines[0]
+    return line
 
 
 @pytest.fixture(scope="module")
@@ -306,13 +302,10 @@ def test_an_object_array_in_a_sweep_file_path_is_refused_once_before_the_sweep(c
 # ------------------------------------------------------------------------------ the second campaign (issue 28)
 def one_line_exit(capsys, *args, code: int) -> str:
     """Run the CLI; assert exit ``code`` and one error line, no traceback."""
-    got = main([str(a) for a in args])
-    out, err = capsys.readouterr()
+    got, out, err = cli(capsys, *args)
     assert got == code, (got, err)
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("spherepde: error: "), err
-    assert "Traceback" not in out + err
-    return lines[0]
+    assert "Traceback" not in out
+    return one_line_error(err)
 
 
 @pytest.mark.parametrize("damage, words", [

@@ -5,7 +5,6 @@ locks from another host or that are not locks, Ctrl-C at any moment of start-up.
 from __future__ import annotations
 
 import contextlib
-import csv
 import io
 import json
 import multiprocessing as mp
@@ -18,6 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import cli, csv_rows, folder_state, one_line_error
 
 from spherepde.cli.main import main
 from spherepde.runs import runner
@@ -26,11 +26,6 @@ from spherepde.runs.files import FolderLock
 #: A tiny particle run (about 20 ms once compiled): two records.
 TINY = ["--set", "run.solver=particles", "--set", "initial.n=8", "--set", "solver.T=0.02", "--set", "output.vtk=false",
         "--set", "output.record_dt=0.01", "--set", "output.snapshot_dt=0.01"]
-
-
-def rows(folder: Path) -> list[list[str]]:
-    with open(folder / "diagnostics.csv", newline="") as fh:
-        return list(csv.reader(fh))
 
 
 def _racer(barrier, args, conn) -> None:
@@ -69,7 +64,7 @@ def assert_one_winner(results, folder: Path, expected_rows: int) -> None:
     assert len(lines) == 1 and lines[0].startswith("spherepde: error: ") and "Traceback" not in err, err
     # the loser names the first process (it held the lock, or created the folder), or finds a finished run
     assert f"pid {winner}" in lines[0] or "exists already" in lines[0], lines[0]
-    assert len(rows(folder)) == expected_rows
+    assert len(csv_rows(folder / "diagnostics.csv")) == expected_rows
     assert json.loads((folder / "summary.json").read_text())["status"] == "completed"
     assert not (folder / runner.LOCK_FILE).exists()
 
@@ -79,7 +74,7 @@ def tiny_rows(tmp_path_factory) -> int:
     folder = tmp_path_factory.mktemp("ref") / "r"
     with contextlib.redirect_stderr(io.StringIO()):
         assert main(["run", *TINY, "--out", str(folder), "-q"]) == 0  # also compiles the kernels before forking
-    return len(rows(folder))
+    return len(csv_rows(folder / "diagnostics.csv"))
 
 
 def test_two_runs_started_together_on_a_new_folder_never_both_write(tmp_path, tiny_rows):
@@ -107,7 +102,7 @@ def test_two_forced_runs_on_one_run_folder_never_both_write(tmp_path, tiny_rows)
         for code, err, _ in results:
             if code == 2:
                 assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
-        assert len(rows(folder)) == tiny_rows
+        assert len(csv_rows(folder / "diagnostics.csv")) == tiny_rows
         assert json.loads((folder / "summary.json").read_text())["status"] == "completed"
 
 
@@ -166,37 +161,21 @@ def _interrupted_run(tmp_path: Path) -> Path:
     return folder
 
 
-def cli(capsys, *args) -> tuple[int, str]:
-    code = main([str(a) for a in args])
-    _, err = capsys.readouterr()
-    return code, err
-
-
-def one_line(err: str) -> str:
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("spherepde: error: ") and "Traceback" not in err, err
-    return lines[0]
-
-
-def tree(folder: Path) -> dict:
-    return {str(f.relative_to(folder)): f.read_bytes() for f in sorted(folder.rglob("*")) if f.is_file()}
-
-
 def test_a_lock_from_another_host_is_held_unless_force(capsys, tmp_path):
     folder = _interrupted_run(tmp_path)
     (folder / runner.LOCK_FILE).write_text(json.dumps({"pid": 4242, "host": "elsewhere.example"}))
-    before = tree(folder)
-    code, err = cli(capsys, "resume", folder, "-q")
-    line = one_line(err)
+    before = folder_state(folder)
+    code, _, err = cli(capsys, "resume", folder, "-q")
+    line = one_line_error(err)
     assert code == 2 and "elsewhere.example" in line and "pid 4242" in line and "--force" in line
-    code, err = cli(capsys, "run", *TINY, "--out", folder, "--force", "-q")  # --force of run replaces only unheld folders...
+    code, _, err = cli(capsys, "run", *TINY, "--out", folder, "--force", "-q")  # --force of run replaces only unheld folders...
     assert code == 0, err  # ...and a lock from another host is taken over with --force
     (folder / runner.LOCK_FILE).write_text(json.dumps({"pid": 4242, "host": "elsewhere.example"}))
-    before = tree(folder)
-    code, err = cli(capsys, "run", *TINY, "--out", folder, "-q")
-    assert code == 2 and "elsewhere.example" in one_line(err)
-    assert tree(folder) == before
-    code, err = cli(capsys, "resume", folder, "--force", "-q")
+    before = folder_state(folder)
+    code, _, err = cli(capsys, "run", *TINY, "--out", folder, "-q")
+    assert code == 2 and "elsewhere.example" in one_line_error(err)
+    assert folder_state(folder) == before
+    code, _, err = cli(capsys, "resume", folder, "--force", "-q")
     assert code == 0, err
     assert not (folder / runner.LOCK_FILE).exists()
 
@@ -206,12 +185,12 @@ def test_a_lock_file_that_is_not_a_lock_is_one_clear_line(capsys, tmp_path, cont
     folder = _interrupted_run(tmp_path)
     lock = folder / runner.LOCK_FILE
     lock.write_bytes(content if isinstance(content, bytes) else content.encode())
-    before = tree(folder)
-    code, err = cli(capsys, "resume", folder, "-q")
-    line = one_line(err)
+    before = folder_state(folder)
+    code, _, err = cli(capsys, "resume", folder, "-q")
+    line = one_line_error(err)
     assert code == 2 and ("is not a spherepde lock" in line or "cannot be read" in line) and str(folder / runner.LOCK_FILE) in line
-    assert tree(folder) == before
-    code, err = cli(capsys, "resume", folder, "--force", "-q")
+    assert folder_state(folder) == before
+    code, _, err = cli(capsys, "resume", folder, "--force", "-q")
     assert code == 0, err
 
 
@@ -284,7 +263,7 @@ def test_double_ctrl_c_during_a_run_exits_130_with_one_line(tmp_path):
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 60
-        while not ((folder / "diagnostics.csv").is_file() and len(rows(folder)) >= 3):
+        while not ((folder / "diagnostics.csv").is_file() and len(csv_rows(folder / "diagnostics.csv")) >= 3):
             assert proc.poll() is None and time.monotonic() < deadline, "the run did not start"
             time.sleep(0.01)
         proc.send_signal(signal.SIGINT)
@@ -340,7 +319,7 @@ def test_two_sweeps_started_together_on_a_new_folder_never_both_write(tmp_path):
         runs = sorted((out / "runs").iterdir())
         assert len(runs) == 2
         for run in runs:
-            assert len(rows(run)) == 4  # the header and t = 0, 0.025, 0.05: one run's rows
+            assert len(csv_rows(run / "diagnostics.csv")) == 4  # the header and t = 0, 0.025, 0.05: one run's rows
             assert json.loads((run / "summary.json").read_text())["status"] == "completed"
         assert not (out / "sweep.lock").exists()
 
@@ -351,8 +330,8 @@ def test_a_sweep_lock_that_is_not_ours_is_one_line(capsys, tmp_path, content):
     out = tmp_path / "out"
     out.mkdir()
     (out / "sweep.lock").write_text(content)
-    code, err = cli(capsys, "sweep", sweep, "--serial", "--out", out, "-q")
-    line = one_line(err)
+    code, _, err = cli(capsys, "sweep", sweep, "--serial", "--out", out, "-q")
+    line = one_line_error(err)
     assert code == 2 and ("sweep.lock" in line or "other-host.example" in line), line
     assert sorted(p.name for p in out.iterdir()) == ["sweep.lock"]  # nothing written
 
@@ -371,7 +350,7 @@ def test_ctrl_c_in_a_monte_carlo_run_is_one_line(capsys, tmp_path, monkeypatch):
 
     monkeypatch.setattr(ParticleSolver, "step", step)
     folder = tmp_path / "mc"
-    code, err = cli(capsys, "run", *LONG, "--set", "montecarlo.paths=2", "--out", folder, "-q")
+    code, _, err = cli(capsys, "run", *LONG, "--set", "montecarlo.paths=2", "--out", folder, "-q")
     lines = err.strip().splitlines()
     assert code == 130 and len(lines) == 1 and f"spherepde resume {folder}" in lines[0] and "path-000" not in lines[0], err
     assert "interrupted at t" in (folder / "path-000" / "run.log").read_text()  # the path's own line stays in its log

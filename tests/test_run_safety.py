@@ -19,9 +19,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import HardKill, cli, csv_rows, folder_state, killed_run, one_line_error
 
 from spherepde import __version__
-from spherepde.cli.main import main
 from spherepde.runs import folder as runfolder
 from spherepde.runs import runner
 from spherepde.runs.config import load_config
@@ -59,31 +59,8 @@ def particles_config(tmp_path: Path, *, n=12, T=0.1, record_dt=0.025, snapshot_d
     return p
 
 
-def cli(capsys, *args) -> tuple[int, str, str]:
-    code = main([str(a) for a in args])
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def one_line_error(err: str) -> str:
-    lines = err.strip().splitlines()
-    assert len(lines) == 1, f"expected a one-line error, got {err!r}"
-    assert lines[0].startswith("spherepde: error: ")
-    assert "Traceback" not in err
-    return lines[0]
-
-
-def folder_state(folder: Path) -> dict:
-    return {str(f.relative_to(folder)): (f.read_bytes(), f.stat().st_mtime_ns) for f in sorted(folder.rglob("*")) if f.is_file()}
-
-
 def summary(folder: Path) -> dict:
     return json.loads((folder / "summary.json").read_text())
-
-
-def csv_rows(path: Path) -> list[list[str]]:
-    with open(path, newline="") as fh:
-        return list(csv.reader(fh))
 
 
 def assert_same_numbers(a: Path, b: Path) -> None:
@@ -95,27 +72,6 @@ def assert_same_numbers(a: Path, b: Path) -> None:
             np.testing.assert_array_equal(za[k], zb[k], err_msg=k)
     assert summary(a)["status"] == summary(b)["status"] == "completed"
     assert summary(a)["final"] == summary(b)["final"]
-
-
-class HardKill(BaseException):
-    """Stands in for SIGKILL: no handler of the runner sees it."""
-
-
-def killed_run(cfg, folder: Path, monkeypatch, *, kill_at_call: int) -> None:
-    """Run until the kill_at_call-th checkpoint write and die just before it."""
-    calls = {"n": 0}
-    original = runner._RunFolder.write_checkpoint
-
-    def write_checkpoint(self, state, meta):
-        calls["n"] += 1
-        if calls["n"] == kill_at_call:
-            raise HardKill
-        return original(self, state, meta)
-
-    with monkeypatch.context() as m:
-        m.setattr(runner._RunFolder, "write_checkpoint", write_checkpoint)
-        with pytest.raises(HardKill):
-            runner.run(cfg, out=folder, progress=False)
 
 
 def enospc():
