@@ -9,7 +9,6 @@ import math
 
 import numpy as np
 import pytest
-from scipy.integrate import solve_ivp
 
 import spherepde as sp
 from spherepde import densities
@@ -19,6 +18,7 @@ from spherepde.solvers._reference import scheme_g2_reference
 from spherepde.solvers.fv import face_values, fv_geometry, fv_rhs, scheme_g2
 from spherepde.solvers.implicit import implicit_upwind_step, upwind_matrix
 from spherepde.solvers.mesh import MeshSolver
+from spherepde.validation.metastability import merge_time_ode, time_to_resultant
 
 NORTH, EAST = [0.0, 0.0, 1.0], [1.0, 0.0, 0.0]
 
@@ -32,34 +32,9 @@ def two_bumps(mesh, m1=0.5, theta=math.pi / 2, kappa=200.0):
     return densities.vmf_mixture(mesh, [NORTH, b], [kappa, kappa], [m1, 1.0 - m1])
 
 
-def merge_time_ode(beta, m1, m2, theta0, R=0.95):
-    """The time at which two point masses reach mean resultant R (REFERENCES: two-point ODE)."""
-
-    def rhs(t, y):
-        c = math.cos(y[0])
-        q = math.exp(beta * (c - 1.0))
-        return [-beta * math.sin(y[0]) * (m2 * q / (m1 + m2 * q) + m1 * q / (m2 + m1 * q))]
-
-    def hit(t, y):
-        return math.sqrt(m1**2 + m2**2 + 2 * m1 * m2 * math.cos(y[0])) - R
-
-    hit.terminal = True
-    sol = solve_ivp(rhs, [0, 1e5], [theta0], events=hit, rtol=1e-10, atol=1e-12)
-    return float(sol.t_events[0][0])
-
-
-def t_resultant(solver, T, R=0.95, every=0.25):
-    """First time (linear interpolation between records every ``every``) the mean resultant reaches R."""
-    t_prev, r_prev = solver.t, solver.record()["mean_resultant"]
-    t = solver.t
-    while t < T - 1e-12:
-        t = min(T, t + every)
-        solver.advance(t)
-        r = solver.record()["mean_resultant"]
-        if r >= R:
-            return t_prev + (R - r_prev) * (t - t_prev) / (r - r_prev)
-        t_prev, r_prev = t, r
-    return math.inf
+def t_resultant(solver, T, every=0.25):
+    """First time the mean resultant reaches 0.95 (the metastability study's rule)."""
+    return time_to_resultant(solver, T, every)[0]
 
 
 # ----------------------------------------------------------------- the implicit step

@@ -84,6 +84,17 @@ NEGATIVE_TOL = 1e-14
 SNAP_TOL = 1e-9
 
 
+def _positive(name: str, value, *, none: str = "") -> float | None:
+    """``value`` as a float, which must be positive and finite (ValueError naming ``name``);
+    None passes through when ``none`` (the message's note on what None means) is given."""
+    if value is None and none:
+        return None
+    v = float(value)
+    if not (v > 0.0 and math.isfinite(v)):
+        raise ValueError(f"{name} must be a positive number{none}, got {v}")
+    return v
+
+
 class SolverError(RuntimeError):
     """The mesh solver cannot continue (non-finite values, invalid step)."""
 
@@ -195,17 +206,9 @@ class MeshSolver:
             raise ValueError(f"cfl must lie in (0, 1] (positivity is guaranteed only up to the CFL bound), got {cfl}")
         if summation not in SUMMATION_MODES:
             raise ValueError(f"unknown summation {summation!r}; use one of {SUMMATION_MODES}")
-        summation_tol = float(summation_tol)
-        if not (summation_tol > 0.0 and math.isfinite(summation_tol)):
-            raise ValueError(f"summation_tol must be a positive number, got {summation_tol}")
-        if diagnostics_tol is not None:
-            diagnostics_tol = float(diagnostics_tol)
-            if not (diagnostics_tol > 0.0 and math.isfinite(diagnostics_tol)):
-                raise ValueError(f"diagnostics_tol must be a positive number (or None for summation_tol), got {diagnostics_tol}")
-        if dt is not None:
-            dt = float(dt)
-            if not (dt > 0.0 and math.isfinite(dt)):
-                raise ValueError(f"dt must be a positive number (or None for adaptive steps), got {dt}")
+        summation_tol = _positive("summation_tol", summation_tol)
+        diagnostics_tol = _positive("diagnostics_tol", diagnostics_tol, none=" (or None for summation_tol)")
+        dt = _positive("dt", dt, none=" (or None for adaptive steps)")
         self.mesh = mesh
         self.geom = fv_geometry(mesh)
         self.path = path
@@ -221,15 +224,8 @@ class MeshSolver:
         else:
             self.scheme = get_integrator(integrator)
             self.integrator = self.scheme.name
-        tol = float(tol)
-        if not (tol > 0.0 and math.isfinite(tol)):
-            raise ValueError(f"tol must be a positive number, got {tol}")
-        if dt_max is not None:
-            dt_max = float(dt_max)
-            if not (dt_max > 0.0 and math.isfinite(dt_max)):
-                raise ValueError(f"dt_max must be a positive number (or None), got {dt_max}")
-        self.tol = tol
-        self.dt_max = dt_max
+        self.tol = _positive("tol", tol)
+        self.dt_max = _positive("dt_max", dt_max, none=" (or None)")
         self.atoms = bool(atoms)
         if self.atoms:
             if integrator != IMPLICIT:
@@ -237,14 +233,10 @@ class MeshSolver:
             if not path.is_gradient or velocity != "potential" or velocity_field is not None:
                 raise ValueError("atoms = True needs gradient heads and the potential velocity")
         h_mesh = float(np.mean(mesh.edge_lengths))
-        self.atom_spread = h_mesh if atom_spread is None else float(atom_spread)
-        self.atom_radius = 2.5 * h_mesh if atom_radius is None else float(atom_radius)
-        self.atom_min_mass = float(atom_min_mass)
-        self.merge_radius = float(merge_radius)
-        for name in ("atom_spread", "atom_radius", "atom_min_mass", "merge_radius"):
-            val = getattr(self, name)
-            if not (val > 0.0 and math.isfinite(val)):
-                raise ValueError(f"{name} must be a positive number, got {val}")
+        self.atom_spread = _positive("atom_spread", h_mesh if atom_spread is None else atom_spread)
+        self.atom_radius = _positive("atom_radius", 2.5 * h_mesh if atom_radius is None else atom_radius)
+        self.atom_min_mass = _positive("atom_min_mass", atom_min_mass)
+        self.merge_radius = _positive("merge_radius", merge_radius)
         #: point masses (collapsed clusters): positions (k, 3) and masses (k,)
         self.atom_x = np.zeros((0, 3))
         self.atom_m = np.zeros(0)

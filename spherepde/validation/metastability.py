@@ -176,7 +176,7 @@ def _path(beta: float, T: float, dt: float):
     return generate_weight_path(FrozenProcess(), H=1, d=3, T=K * dt, dt=dt, init="beta", beta=beta, sign=1.0)
 
 
-def _time_to(solver, T: float, every: float, R: float = MERGE_R) -> tuple[float, int]:
+def time_to_resultant(solver, T: float, every: float, R: float = MERGE_R) -> tuple[float, int]:
     """First time the mean resultant reaches R (linear interpolation between records every ``every``) and the steps taken."""
     t_prev, r_prev = solver.t, solver.record()["mean_resultant"]
     if r_prev >= R:
@@ -211,7 +211,7 @@ def _mesh_merge(p, case, level: int, *, explicit_estimate: bool = False) -> dict
         out["explicit_dt0"] = float(ex.cfl_step())
     t0 = time.perf_counter()
     ms = MeshSolver(mesh, rho0, path, order=1, integrator="implicit", tol=p["tol"], atoms=p["atoms"])
-    t95, steps = _time_to(ms, T, every)
+    t95, steps = time_to_resultant(ms, T, every)
     out.update(t_mesh=t95, steps=int(steps), wall_s=time.perf_counter() - t0, rel_err=abs(t95 - t_ode) / t_ode,
                atom_mass=float(np.sum(ms.atom_m)))
     if explicit_estimate:
@@ -235,7 +235,7 @@ def _token_merge(p, case, n: int, seed: int) -> dict:
     t0 = time.perf_counter()
     ps = ParticleSolver(X, path, integrator="heun", weights=w)
     every = min(p["record_every"], t_ode / 100) if t_ode > 0 else p["record_every"]
-    t95, steps = _time_to(ps, T, dt * max(1, round(every / dt)))
+    t95, steps = time_to_resultant(ps, T, dt * max(1, round(every / dt)))
     return {"n": n, "t_tokens": t95, "steps": int(steps), "wall_s": time.perf_counter() - t0}
 
 
