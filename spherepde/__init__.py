@@ -5,7 +5,7 @@ The curated public API; the model, its conventions and the discrete schemes are 
 :mod:`spherepde._base` (version, ConfigError, memory) -> :mod:`spherepde.attention`
 (attention sums) and :mod:`spherepde.geometry` (mesh, densities) -> :mod:`spherepde.model`
 (weight paths, velocity, energy) -> :mod:`spherepde.solvers` -> :mod:`spherepde.runs`
-(configuration, run folders, sweeps) -> :mod:`spherepde.viz` -> :mod:`spherepde.validation`
+(configuration, run folders, sweeps) -> :mod:`spherepde.viz` -> :mod:`spherepde.studies`
 -> :mod:`spherepde.cli`; each imports only from the layers before it (tests/test_layout.py),
 and no module of the package imports this namespace.
 """

@@ -25,7 +25,7 @@ import numpy as np
 import pytest
 from conftest import assert_plots
 
-from spherepde.validation.common import claim_sentence, to_jsonable
+from spherepde.studies.common import claim_sentence, to_jsonable
 
 
 def _protocol(mod, res):
@@ -54,7 +54,7 @@ def _failed(res):
 # ------------------------------------------------------------------ mesh convergence
 @pytest.fixture(scope="module")
 def mconv():
-    import spherepde.validation.mesh_convergence as mod
+    import spherepde.studies.mesh_convergence as mod
 
     return mod, mod.run("smoke")
 
@@ -152,11 +152,11 @@ def test_paper_example_discretisation_is_what_the_study_reads():
     import tomllib
     from importlib import resources
 
-    from spherepde.validation.mesh_convergence import SIZES, paper_example_discretisation
+    from spherepde.studies.mesh_convergence import SIZES, paper_example_discretisation
 
     ex = paper_example_discretisation()
     for name in ("paper-ou-mesh", "paper-oscillating-mesh"):
-        cfg = tomllib.loads(resources.files("spherepde.runs.examples").joinpath(f"{name}.toml").read_text())
+        cfg = tomllib.loads(resources.files("spherepde.runs.configs").joinpath(f"{name}.toml").read_text())
         assert (cfg["mesh"]["level"], cfg["solver"]["order"], cfg["solver"]["integrator"]) == (ex["level"], ex["order"], ex["integrator"])
     # the full study runs exactly that discretisation, at H = 1 (levels) and at every H (exponent)
     full = SIZES["full"]
@@ -165,8 +165,8 @@ def test_paper_example_discretisation_is_what_the_study_reads():
 
 
 def test_mesh_convergence_preconditions():
-    import spherepde.validation.mesh_convergence as mod
-    from spherepde.validation.common import StudyPreconditionError
+    import spherepde.studies.mesh_convergence as mod
+    from spherepde.studies.common import StudyPreconditionError
 
     with pytest.raises(StudyPreconditionError, match="at least 3 mesh levels"):
         mod.run("smoke", levels=(4, 8))
@@ -177,7 +177,7 @@ def test_mesh_convergence_preconditions():
 
 
 def test_richardson_and_orders():
-    from spherepde.validation.mesh_convergence import observed_order, richardson
+    from spherepde.studies.mesh_convergence import observed_order, richardson
 
     # G(h) = 1 + h^2 on h = 1/4, 1/8, 1/16
     r = richardson([1 + 1 / 16, 1 + 1 / 64, 1 + 1 / 256], 2.0)
@@ -191,7 +191,7 @@ def test_richardson_and_orders():
 # -------------------------------------------------------------------- work precision
 @pytest.fixture(scope="module")
 def wprec():
-    import spherepde.validation.work_precision as mod
+    import spherepde.studies.work_precision as mod
 
     return mod, mod.run("smoke")
 
@@ -234,7 +234,7 @@ def test_work_precision_outcomes(wprec):
 
 
 def test_cost_to_reach():
-    from spherepde.validation.work_precision import cost_to_reach, rel_l1
+    from spherepde.studies.work_precision import cost_to_reach, rel_l1
 
     costs, errs = [1.0, 10.0, 100.0], [0.1, 0.01, 0.001]
     r = cost_to_reach(costs, errs, 0.01)
@@ -251,7 +251,7 @@ def test_cost_to_reach():
 # ------------------------------------------------------------------- wrong schemes
 def test_wrong_sign_flux_fails_mesh_convergence(wrong_sign_flux):
     """Self-convergence alone cannot see a consistently wrong scheme; the tokens on the same path can."""
-    import spherepde.validation.mesh_convergence as mod
+    import spherepde.studies.mesh_convergence as mod
 
     res = mod.run("smoke", b_H=())
     failed = _failed(res)
@@ -261,7 +261,7 @@ def test_wrong_sign_flux_fails_mesh_convergence(wrong_sign_flux):
 
 
 def test_wrong_sign_flux_fails_work_precision(wrong_sign_flux):
-    import spherepde.validation.work_precision as mod
+    import spherepde.studies.work_precision as mod
 
     res = mod.run("smoke", cases=("vmf-osc",))
     name = "vmf-osc: particles, order in n of the G2(t) error against the mesh reference"
@@ -269,7 +269,7 @@ def test_wrong_sign_flux_fails_work_precision(wrong_sign_flux):
 
 
 def test_first_order_claimed_as_second_fails_work_precision(order2_runs_first_order):
-    import spherepde.validation.work_precision as mod
+    import spherepde.studies.work_precision as mod
 
     res = mod.run("smoke", cases=("vmf-osc",), n_list=(50, 200), samples=2)
     name = "vmf-osc: mesh order 2, observed order in h of G2(t) (levels 2, 4, 8)"

@@ -179,12 +179,12 @@ def test_validate_set_values_are_checked_against_the_studys_range(capsys, vwork,
 def test_every_size_parameter_declares_its_range_and_the_defaults_fit():
     import importlib
 
-    from spherepde.validation import STUDIES
-    from spherepde.validation.common import range_problem
+    from spherepde.studies import STUDIES
+    from spherepde.studies.common import range_problem
 
     checked = 0
     for name in STUDIES:
-        mod = importlib.import_module(f"spherepde.validation.{name}")
+        mod = importlib.import_module(f"spherepde.studies.{name}")
         ranges = getattr(mod, "RANGES", None)
         if ranges is None:  # a study without declared ranges gets the kind check only
             continue
@@ -389,7 +389,7 @@ def test_compare_on_a_full_disk_names_the_file_and_keeps_no_folder(capsys, work,
 def test_validate_on_a_full_disk_is_one_line_and_no_partial_report(capsys, vwork, monkeypatch):
     import errno
 
-    from spherepde.validation import analytic, common
+    from spherepde.studies import analytic, common
 
     monkeypatch.setattr(analytic, "run", lambda size, **kw: {"summary": "", "checks": {}, "claims": {}})
     monkeypatch.setattr(analytic, "plot", lambda results, fig_dir: [])

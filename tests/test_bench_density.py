@@ -1,7 +1,7 @@
 """The density-study benchmark (issue 18) at a tiny size: it runs, and the routes it
 times agree with direct summation (speed itself is never asserted here)."""
 
-from spherepde.validation.benchmarks import bench_density_study
+from spherepde.studies.benchmarks import bench_density_study
 
 
 def test_density_study_smoke_routes_agree_with_direct():
@@ -22,7 +22,7 @@ def test_density_study_smoke_routes_agree_with_direct():
 def test_auto_crossover_entry_reports_what_auto_picks():
     """Entry (b'): both paths timed, and the path reported for "auto" is the cost model's."""
     from spherepde.attention import harmonic
-    from spherepde.validation.benchmarks import bench_auto_crossover
+    from spherepde.studies.benchmarks import bench_auto_crossover
 
     rows = bench_auto_crossover(True)
     assert [(r["H"], r["N"]) for r in rows] == [(1, 640), (1, 2000), (10, 1280)]

@@ -113,10 +113,10 @@ def test_config_list_and_show_examples(capsys, tmp_path):
     for name in names:
         code, text, _ = cli(capsys, "config", "--example", name)
         assert code == 0
-        shipped = (resources.files("spherepde.runs.examples") / f"{name}.toml").read_text()
+        shipped = (resources.files("spherepde.runs.configs") / f"{name}.toml").read_text()
         assert text == shipped
         (tmp_path / f"{name}.toml").write_text(text)
-        assert load_config(tmp_path / f"{name}.toml") == load_config(Path(str(resources.files("spherepde.runs.examples") / f"{name}.toml")))
+        assert load_config(tmp_path / f"{name}.toml") == load_config(Path(str(resources.files("spherepde.runs.configs") / f"{name}.toml")))
         code, out, _ = cli(capsys, "config", "--example", name, "--check")
         assert code == 0 and "valid" in out
     with pytest.raises(SystemExit) as info:

@@ -18,7 +18,7 @@ from spherepde.solvers._reference import scheme_g2_reference
 from spherepde.solvers.fv import face_values, fv_geometry, fv_rhs, scheme_g2
 from spherepde.solvers.implicit import implicit_upwind_step, upwind_matrix
 from spherepde.solvers.mesh import MeshSolver
-from spherepde.validation.metastability import merge_time_ode, time_to_resultant
+from spherepde.studies.metastability import merge_time_ode, time_to_resultant
 
 NORTH, EAST = [0.0, 0.0, 1.0], [1.0, 0.0, 0.0]
 

@@ -45,7 +45,7 @@ def roundtrip(cfg: Config, tmp_path: Path, *, comments: bool = True) -> Config:
 
 
 def example_paths():
-    files = resources.files("spherepde.runs.examples")
+    files = resources.files("spherepde.runs.configs")
     return sorted(Path(str(f)) for f in files.iterdir() if f.name.endswith(".toml") and not f.name.startswith("sweep-"))
 
 

@@ -42,7 +42,7 @@ def test_no_pyvista_or_matplotlib_at_module_level_outside_viz_and_cli():
 def test_importing_the_package_and_solvers_loads_no_graphics():
     code = (
         "import sys, spherepde, spherepde.solvers.mesh, spherepde.runs.runner, spherepde.runs.sweep, "
-        "spherepde.validation.report, spherepde.cli.main; "
+        "spherepde.studies.report, spherepde.cli.main; "
         f"print(sorted(m for m in {HEAVY!r} if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
@@ -51,7 +51,7 @@ def test_importing_the_package_and_solvers_loads_no_graphics():
 
 def test_subpackages_in_data_flow_order_and_no_flat_modules():
     subpackages = {p.name for p in PKG.iterdir() if p.is_dir() and (p / "__init__.py").is_file()}
-    assert {"geometry", "model", "attention", "solvers", "runs", "viz", "validation", "cli"} <= subpackages
+    assert {"geometry", "model", "attention", "solvers", "runs", "viz", "studies", "cli"} <= subpackages
     flat = {p.name for p in PKG.glob("*.py")}
     assert flat == {"__init__.py", "__main__.py", "_base.py", "_numba.py"}, flat  # each with its role in LAYERS
 
@@ -65,10 +65,10 @@ def test_attention_modules_have_no_import_cycle():
     assert not imported["harmonic"] & {"spherepde.attention.sums", "spherepde.attention"}
 
 
-def test_validation_is_not_a_top_level_package():
-    import spherepde.validation
+def test_evidence_folder_is_not_a_package():
+    import spherepde.studies
 
-    assert spherepde.validation.__name__ == "spherepde.validation"
+    assert spherepde.studies.__name__ == "spherepde.studies"
     top = Path(__file__).resolve().parents[1] / "validation"
     assert not (top / "__init__.py").exists(), "the evidence folder validation/ must not be importable"
 
@@ -85,7 +85,7 @@ LAYERS = (
     ("solvers",),  # particles, finite volumes, the mesh solver, coupled solver, distances
     ("runs",),  # configuration, run folders (writing and reading), runner, Monte-Carlo, compare, sweeps
     ("viz",),  # figures and renderings of what runs/ reads
-    ("validation",),  # the validation studies and their report
+    ("studies",),  # the validation studies and their report
     ("cli",),  # one module per subcommand
     ("__init__", "__main__"),  # the public namespace (imported by no module of the package) and python -m spherepde
 )

@@ -13,8 +13,8 @@ import pytest
 
 import spherepde.solvers.mesh as mesh_solver
 from spherepde.solvers.fv import fv_rhs
-from spherepde.validation import metastability
-from spherepde.validation.common import to_jsonable
+from spherepde.studies import metastability
+from spherepde.studies.common import to_jsonable
 
 MERGE = "merge time (R = 0.95), beta = 8, m1 = 0.5, theta0 = 90 deg, level 8: mesh vs two-point ODE, relative error"
 

@@ -424,7 +424,7 @@ def test_paper_experiment_small(tmp_path, example, H):
     from spherepde.runs.folders import read_diagnostics
     from spherepde.runs.runner import run
 
-    toml = files("spherepde.runs.examples") / f"{example}.toml"
+    toml = files("spherepde.runs.configs") / f"{example}.toml"
     cfg = load_config(toml, {"solver.T": 0.5, "model.H": H, "output.snapshot_dt": 0.25})
     assert cfg.initial.n == 200 and cfg.weights.dt == 0.005 and cfg.model.sign == -1 and cfg.integrator == "euler"
     res = run(cfg, out=tmp_path / "run", progress=False)

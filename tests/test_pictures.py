@@ -30,7 +30,7 @@ from spherepde.cli.main import main
 from spherepde.geometry.meshfiles import icosphere
 from spherepde.runs.config import config_to_toml, default_config
 from spherepde.runs.series import Series
-from spherepde.validation import STUDIES
+from spherepde.studies import STUDIES
 from spherepde.viz import plots
 from spherepde.viz import render as viz
 from spherepde.viz.common import RHO_TITLE, robust_color_limits
@@ -406,13 +406,13 @@ def test_figure_checker_sees_the_old_problems():
     assert "no y label" in problems and "tick label(s) on the x axis" in problems and "covers part of axes" in problems
 
 
-@pytest.mark.parametrize("study", STUDIES)  # every registered study (spherepde.validation.STUDIES)
+@pytest.mark.parametrize("study", STUDIES)  # every registered study (spherepde.studies.STUDIES)
 def test_validation_figures_are_readable(study, tmp_path, monkeypatch):
     """Every axes: x and y labels, two or more visible tick labels per axis; no legend over
     any plotting area (smoke-size results of each study)."""
     from matplotlib.figure import Figure
 
-    mod = importlib.import_module(f"spherepde.validation.{study}")
+    mod = importlib.import_module(f"spherepde.studies.{study}")
     res = mod.run("smoke")
     found = {}
     savefig = Figure.savefig

@@ -12,7 +12,7 @@ import pytest
 
 from spherepde.model import statistics as st
 from spherepde.runs.sweep import analysis as sweep_analysis
-from spherepde.validation import mesh_convergence, paper_section6
+from spherepde.studies import mesh_convergence, paper_section6
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 from conftest import assert_check_consistent
 
-from spherepde.validation import analytic, structure
+from spherepde.studies import analytic, structure
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +43,7 @@ def _protocol(res, mod):
     # the summary's closing line counts the same booleans
     n_ok = sum(c["passed"] for c in res["checks"].values())
     assert f"Solver checks: {n_ok}/{len(res['checks'])} pass" in res["summary"]
-    json.dumps(__import__("spherepde.validation.common", fromlist=["to_jsonable"]).to_jsonable(res))  # serialisable
+    json.dumps(__import__("spherepde.studies.common", fromlist=["to_jsonable"]).to_jsonable(res))  # serialisable
     assert set(mod.SIZES) == {"smoke", "quick", "full"}
     assert mod.NAME and mod.TITLE
 
@@ -166,8 +166,8 @@ def test_cli_bad_options(tmp_path, capsys):
 
 
 def test_missing_study_is_reported_not_fatal(tmp_path, monkeypatch):
-    import spherepde.validation as validation
-    from spherepde.validation.report import run_validation
+    import spherepde.studies as validation
+    from spherepde.studies.report import run_validation
 
     monkeypatch.setattr(validation, "STUDIES", validation.STUDIES + ("not_written_yet",))
     rep = run_validation("smoke", tmp_path / "r", only=["not_written_yet"], progress=False)
@@ -179,11 +179,11 @@ def test_verbose_reaches_every_study(tmp_path, monkeypatch):
     """``validate -v`` hands ``verbose=True`` to each study; every study accepts it."""
     import inspect
 
-    import spherepde.validation as validation
-    from spherepde.validation import report as validate_cli
+    import spherepde.studies as validation
+    from spherepde.studies import report as validate_cli
 
     for name in validation.STUDIES:
-        mod = __import__(f"spherepde.validation.{name}", fromlist=["run"])
+        mod = __import__(f"spherepde.studies.{name}", fromlist=["run"])
         src = inspect.getsource(mod.run)
         assert "study_params(SIZES, size, overrides" in src, f"validation.{name}.run does not take `verbose` through study_params"
 
@@ -227,8 +227,8 @@ def test_cli_set_changes_a_study_parameter(tmp_path, capsys):
 
 def test_overrides_reach_the_named_study_and_are_recorded(tmp_path, monkeypatch):
     """``run_validation(overrides=...)`` hands the parameters to that study only and says so in the report."""
-    from spherepde.validation import analytic, structure
-    from spherepde.validation import report as validate_cli
+    from spherepde.studies import analytic, structure
+    from spherepde.studies import report as validate_cli
 
     seen = {}
     for mod in (analytic, structure):
@@ -250,7 +250,7 @@ def test_overrides_reach_the_named_study_and_are_recorded(tmp_path, monkeypatch)
 
 
 def test_progress_logger_writes_to_stderr(capsys):
-    from spherepde.validation.common import progress_logger
+    from spherepde.studies.common import progress_logger
 
     progress_logger(True)("run 3 of 20 done")
     progress_logger(False)("silent")
@@ -259,7 +259,7 @@ def test_progress_logger_writes_to_stderr(capsys):
 
 
 def test_study_params():
-    from spherepde.validation.common import study_params
+    from spherepde.studies.common import study_params
 
     sizes = {"smoke": {"a": 1, "b": 2}}
     p, log = study_params(sizes, "smoke", {"b": 3, "verbose": True})
@@ -274,7 +274,7 @@ def test_study_params():
 
 # ---------------------------------------------------------------- checks, claims, preconditions
 def test_solver_check_band():
-    from spherepde.validation.common import solver_check
+    from spherepde.studies.common import solver_check
 
     c = solver_check(0.98, lo=0.8, hi=1.3, expected=1.0)
     assert c["passed"] and c["tolerance"] == "in [0.8, 1.3]" and c["measured"] == 0.98 and c["expected"] == 1.0
@@ -287,7 +287,7 @@ def test_solver_check_band():
 
 
 def test_paper_claim_needs_the_interval():
-    from spherepde.validation.common import claim_sentence, paper_claim
+    from spherepde.studies.common import claim_sentence, paper_claim
 
     # the full report's density-level OU exponent: within 0.25 of -1, but the interval excludes it
     c = paper_claim(-0.87, [-0.90, -0.84], -1.0, statement="ou, density level")
@@ -302,7 +302,7 @@ def test_paper_claim_needs_the_interval():
 
 
 def test_require_finite_raises_precondition_error():
-    from spherepde.validation.common import StudyPreconditionError, require, require_finite
+    from spherepde.studies.common import StudyPreconditionError, require, require_finite
 
     require_finite("ok", [1.0, [2.0, 3.0]], {"a": [4.0]})
     with pytest.raises(StudyPreconditionError, match=r"^distances: 1 of 3 values are not finite$"):
@@ -312,14 +312,14 @@ def test_require_finite_raises_precondition_error():
 
 
 def _fake_study(monkeypatch, name, run):
-    """Register ``spherepde.validation.<name>`` (an in-memory module) as a study."""
+    """Register ``spherepde.studies.<name>`` (an in-memory module) as a study."""
     import importlib.machinery
     import sys
     import types
 
-    import spherepde.validation as validation
+    import spherepde.studies as validation
 
-    modname = f"spherepde.validation.{name}"
+    modname = f"spherepde.studies.{name}"
     mod = types.ModuleType(modname)
     mod.__spec__ = importlib.machinery.ModuleSpec(modname, None)
     mod.NAME, mod.TITLE, mod.SIZES = name, f"Fake study {name}", {"smoke": {}, "quick": {}, "full": {}}
@@ -332,7 +332,7 @@ def _fake_study(monkeypatch, name, run):
 
 def test_report_counts_checks_and_claims_apart(tmp_path, monkeypatch, capsys):
     from spherepde.cli.main import main
-    from spherepde.validation.common import checks_line, paper_claim, solver_check
+    from spherepde.studies.common import checks_line, paper_claim, solver_check
 
     def run(size, **kw):
         checks = {
@@ -372,7 +372,7 @@ def test_report_counts_checks_and_claims_apart(tmp_path, monkeypatch, capsys):
 
 def test_failed_precondition_is_an_error_not_a_check(tmp_path, monkeypatch, capsys):
     from spherepde.cli.main import main
-    from spherepde.validation.common import require_finite
+    from spherepde.studies.common import require_finite
 
     def run(size, **kw):
         require_finite("fake: G^2 curves", [0.3, float("inf")])

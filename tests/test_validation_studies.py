@@ -25,7 +25,7 @@ import numpy as np
 import pytest
 from conftest import assert_check_consistent, assert_plots
 
-from spherepde.validation.common import claim_sentence, to_jsonable
+from spherepde.studies.common import claim_sentence, to_jsonable
 
 
 def _protocol(mod, res, *, checks=True):
@@ -46,7 +46,7 @@ def _protocol(mod, res, *, checks=True):
 # ---------------------------------------------------------------- mesh versus particles
 @pytest.fixture(scope="module")
 def mvp():
-    import spherepde.validation.mesh_vs_particles as mod
+    import spherepde.studies.mesh_vs_particles as mod
 
     return mod, mod.run("smoke")
 
@@ -82,8 +82,8 @@ def test_mesh_vs_particles_outcomes(mvp):
 
 def test_mesh_vs_particles_precondition():
     """Too few levels for a self-convergence order: the study aborts with a one-line error, it does not count a check."""
-    import spherepde.validation.mesh_vs_particles as mod
-    from spherepde.validation.common import StudyPreconditionError
+    import spherepde.studies.mesh_vs_particles as mod
+    from spherepde.studies.common import StudyPreconditionError
 
     with pytest.raises(StudyPreconditionError, match="at least 3 levels"):
         mod.run("smoke", levels=(2, 3), n_list=(50, 100), cases=("repulsive",), T={"repulsive": 0.1})
@@ -92,7 +92,7 @@ def test_mesh_vs_particles_precondition():
 # ------------------------------------------------------------------------ paper Sec. 6
 @pytest.fixture(scope="module")
 def paper():
-    import spherepde.validation.paper_section6 as mod
+    import spherepde.studies.paper_section6 as mod
 
     return mod, mod.run("smoke")
 
@@ -182,7 +182,7 @@ def test_paper_section6_claims(paper):
 # --------------------------------------------------------------------------- stability
 @pytest.fixture(scope="module")
 def stab():
-    import spherepde.validation.stability as mod
+    import spherepde.studies.stability as mod
 
     return mod, mod.run("smoke")
 

@@ -24,7 +24,7 @@ def _failed(res):
 
 
 def test_wrong_sign_flux_fails_analytic_checks(wrong_sign_flux):
-    from spherepde.validation import analytic
+    from spherepde.studies import analytic
 
     res = analytic.run("smoke")
     failed = _failed(res)
@@ -41,7 +41,7 @@ def test_wrong_sign_flux_fails_analytic_checks(wrong_sign_flux):
 
 def test_wrong_sign_flux_fails_mesh_vs_particles_order_in_n(wrong_sign_flux):
     """Self-convergence is blind to a consistently wrong scheme; the order in n of the distance to the tokens is not."""
-    from spherepde.validation import mesh_vs_particles
+    from spherepde.studies import mesh_vs_particles
 
     res = mesh_vs_particles.run("smoke", cases=("repulsive",))
     failed = _failed(res)
@@ -53,7 +53,7 @@ def test_wrong_sign_flux_fails_mesh_vs_particles_order_in_n(wrong_sign_flux):
 
 
 def test_first_order_claimed_as_second_fails_the_order_check(order2_runs_first_order):
-    from spherepde.validation import analytic
+    from spherepde.studies import analytic
 
     res = analytic.run("smoke")
     failed = _failed(res)
@@ -64,7 +64,7 @@ def test_first_order_claimed_as_second_fails_the_order_check(order2_runs_first_o
 
 def test_correct_scheme_passes_the_same_checks():
     """The control: without the patches the same smoke runs pass every solver check."""
-    from spherepde.validation import analytic
+    from spherepde.studies import analytic
 
     res = analytic.run("smoke")
     assert not _failed(res) and res["signs_correct"]

@@ -59,7 +59,7 @@ def _mesh_convergence(who: str) -> dict:
 def _more_paths(who: str) -> dict:
     """validation/exponent-more-paths/analysis.json holds the merged per-path values (analyse.py)."""
     a = json.loads((HERE / "exponent-more-paths" / "analysis.json").read_text())
-    from spherepde.validation.mesh_convergence import SIZES
+    from spherepde.studies.mesh_convergence import SIZES
 
     return _interval(a["H"], a[who]["per_path"], int(SIZES["full"]["bootstrap"]))
 

@@ -1,6 +1,6 @@
 """``spherepde bench [--json] [--quick]``: performance ratios measured side by side.
 
-What is measured, and how, is :mod:`spherepde.validation.benchmarks`.
+What is measured, and how, is :mod:`spherepde.studies.benchmarks`.
 """
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import sys
 
-from spherepde.validation.benchmarks import run_benchmarks
+from spherepde.studies.benchmarks import run_benchmarks
 
 
 def _print_report(r: dict) -> None:

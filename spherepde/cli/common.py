@@ -6,7 +6,7 @@ import sys
 from importlib import resources
 from pathlib import Path
 
-EXAMPLES_PACKAGE = "spherepde.runs.examples"
+EXAMPLES_PACKAGE = "spherepde.runs.configs"
 
 
 def fail(msg: str, code: int = 2) -> int:

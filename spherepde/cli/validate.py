@@ -1,8 +1,8 @@
-"""``spherepde validate``: run the validation studies (:mod:`spherepde.validation`) and write a report.
+"""``spherepde validate``: run the validation studies (:mod:`spherepde.studies`) and write a report.
 
     spherepde validate [--smoke | --quick | --full] [--out DIR] [--only NAME ...] [--force] [--set STUDY.PARAM=VALUE ...]
 
-The studies and the report are :func:`spherepde.validation.report.run_validation`;
+The studies and the report are :func:`spherepde.studies.report.run_validation`;
 this module only turns options into that call and the result into an exit status:
 0 the studies ran (failed solver checks and paper claims not reproduced are listed in the
 report and in a one-line summary on stderr -- solver checks passed/total and paper claims
@@ -16,7 +16,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from spherepde.validation.report import DEFAULT_OUT, OutputExistsError, headline, run_validation, studies
+from spherepde.studies.report import DEFAULT_OUT, OutputExistsError, headline, run_validation, studies
 
 
 def cmd_validate(args) -> int:

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from spherepde.model.statistics import exponent_fit
-from spherepde.validation.mesh_convergence import SIZES
+from spherepde.studies.mesh_convergence import SIZES
 
 HERE = Path(__file__).parent
 rep = json.loads((HERE.parent / "report-full" / "mesh_convergence" / "report.json").read_text())

@@ -1,6 +1,6 @@
 """More weight paths for the OU exponent of the full mesh_convergence run (issue 15).
 
-Runs what ``spherepde.validation.mesh_convergence._exponent`` runs for paths j >= 3 (the
+Runs what ``spherepde.studies.mesh_convergence._exponent`` runs for paths j >= 3 (the
 full report has j = 0, 1, 2): the same seeds (``mesh_convergence.path_seed``), mesh
 level 32 and level 16 at order 2 with Euler, CFL 0.5, and 3 draws of 200 tokens (Heun) per path, T = 20, <G^2> over t >= 2.5. Appends one row per
 run to results.csv (so an interrupted run keeps what it finished).
@@ -17,7 +17,7 @@ from spherepde.geometry import densities
 from spherepde.geometry.meshfiles import icosphere
 from spherepde.model.statistics import time_average
 from spherepde.solvers.particles import initial_tokens
-from spherepde.validation import mesh_convergence as mc
+from spherepde.studies import mesh_convergence as mc
 
 P = mc.SIZES["full"]
 OUT = Path(__file__).with_name("results.csv")

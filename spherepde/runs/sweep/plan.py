@@ -151,7 +151,7 @@ def _check_key(key: str, where: str) -> None:
 
 
 def _example_names() -> dict[str, Path]:
-    files = resources.files("spherepde.runs.examples")
+    files = resources.files("spherepde.runs.configs")
     return {p.name[:-5]: Path(str(p)) for p in files.iterdir() if p.name.endswith(".toml")}
 
 

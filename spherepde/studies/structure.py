@@ -44,8 +44,8 @@ import time
 import numpy as np
 
 from spherepde.model.statistics import fit_rate
-from spherepde.validation import common as _v
-from spherepde.validation.common import checks_line, print_study, require_finite, save_figure, solver_check, study_params
+from spherepde.studies import common as _v
+from spherepde.studies.common import checks_line, print_study, require_finite, save_figure, solver_check, study_params
 
 NAME = "structure"
 TITLE = "Structure preservation: mass, positivity, energy monotonicity, energy balance"

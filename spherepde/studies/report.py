@@ -3,7 +3,7 @@
     spherepde validate [--smoke | --quick | --full] [--out DIR] [--only NAME ...] [--force]
 
 Runs the validation studies of the ``validation`` package (one module per name in
-``spherepde.validation.STUDIES``; see ``spherepde/validation/__init__.py`` for the protocol): for each study
+``spherepde.studies.STUDIES``; see ``spherepde/studies/__init__.py`` for the protocol): for each study
 ``results = module.run(size)`` and ``figures = module.plot(results, OUT/"figures")``,
 then writes ``OUT/report.md`` (title, date, versions, machine; per study its title,
 summary, solver checks, paper claims, key-number tables, figures and wall time) and
@@ -16,10 +16,10 @@ Two kinds of outcome are counted apart, and the headline, the overview and the C
 one-line summary are all derived from the same booleans:
 
 * **solver checks** (``results["checks"]``: ``{name: {passed, measured, expected, lo, hi,
-  tolerance}}``, see :func:`spherepde.validation.common.solver_check`) -- must pass; each
+  tolerance}}``, see :func:`spherepde.studies.common.solver_check`) -- must pass; each
   compares a measured number with an analytic value, a reference or an expected order;
 * **paper claims** (``results["claims"]``: ``{name: {reproduced, value, interval,
-  paper_value, statement}}``, see :func:`spherepde.validation.common.paper_claim`) --
+  paper_value, statement}}``, see :func:`spherepde.studies.common.paper_claim`) --
   reproduced or not (the 95% interval contains the paper's value or not); never a pass or
   a failure of the solver.
 
@@ -58,7 +58,7 @@ class OutputExistsError(FileExistsError):
 
 
 def studies() -> tuple[str, ...]:
-    from spherepde.validation import STUDIES
+    from spherepde.studies import STUDIES
 
     return tuple(STUDIES)
 
@@ -103,7 +103,7 @@ def run_validation(
     ----------
     size : ``"smoke"``, ``"quick"`` or ``"full"`` (each study's ``SIZES`` entry).
     out : output folder; created if needed. It must be absent or empty unless ``force``.
-    only : iterable of study names (default: every name in ``spherepde.validation.STUDIES``).
+    only : iterable of study names (default: every name in ``spherepde.studies.STUDIES``).
     force : write into an existing non-empty folder (files of the same name are
         overwritten; nothing else is deleted).
     progress : print which study is running to stderr.
@@ -127,7 +127,7 @@ def run_validation(
     OutputExistsError : ``out`` exists and is not empty and ``force`` is False.
     """
     from spherepde._base import __version__, atomic_write_text
-    from spherepde.validation.common import StudyPreconditionError, save_json
+    from spherepde.studies.common import StudyPreconditionError, save_json
 
     if size not in SIZES:
         raise ValueError(f"unknown size {size!r}; use one of {', '.join(SIZES)}")
@@ -168,7 +168,7 @@ def run_validation(
     for i, name in enumerate(names, 1):
         entry: dict = {"name": name}
         report["studies"][name] = entry
-        modname = f"spherepde.validation.{name}"
+        modname = f"spherepde.studies.{name}"
         if importlib.util.find_spec(modname) is None:
             entry.update(status="missing", error=f"module {modname} is not present")
             say(f"[{i}/{len(names)}] {name}: module {modname} is missing -- skipped")
@@ -261,11 +261,11 @@ def _all_finite(v) -> bool:
 
 def _check_overrides(name: str, size: str, kv: dict) -> None:
     """Each overridden parameter must exist at ``size`` and keep its kind (number, list, ...); ValueError otherwise."""
-    if importlib.util.find_spec(f"spherepde.validation.{name}") is None:
+    if importlib.util.find_spec(f"spherepde.studies.{name}") is None:
         return  # reported as missing when it runs
-    from spherepde.validation.common import range_problem
+    from spherepde.studies.common import range_problem
 
-    mod = importlib.import_module(f"spherepde.validation.{name}")
+    mod = importlib.import_module(f"spherepde.studies.{name}")
     params = getattr(mod, "SIZES", {}).get(size, {})
     ranges = getattr(mod, "RANGES", {})
     for k, v in kv.items():
@@ -299,7 +299,7 @@ def _largest(v) -> float:
 def _check_grids(name: str, p: dict, changed: set) -> None:
     """The weight path a changed final time or step implies must fit in memory (ValueError naming the keys)."""
     from spherepde._base import available_memory, format_bytes
-    from spherepde.validation.common import path_bytes
+    from spherepde.studies.common import path_bytes
 
     for tk, dk, hk in _GRIDS:
         if tk not in p or dk not in p or not ({tk, dk, hk} & changed):

@@ -58,9 +58,9 @@ import time
 import numpy as np
 
 from spherepde.model.statistics import fit_rate
-from spherepde.validation import common as _v
-from spherepde.validation.common import checks_line, require, require_finite, save_figure, solver_check, study_params
-from spherepde.validation.mesh_convergence import observed_order, record_times, run_mesh, run_particles, token_seed, warm_up
+from spherepde.studies import common as _v
+from spherepde.studies.common import checks_line, require, require_finite, save_figure, solver_check, study_params
+from spherepde.studies.mesh_convergence import observed_order, record_times, run_mesh, run_particles, token_seed, warm_up
 
 NAME = "work_precision"
 TITLE = "Work-precision: wall time against the error of E(t) and G^2(t), mesh solver against particles"
@@ -491,6 +491,6 @@ def plot(results, out_dir) -> list:
 if __name__ == "__main__":  # pragma: no cover
     import sys
 
-    from spherepde.validation.common import print_study
+    from spherepde.studies.common import print_study
 
     print_study(run(sys.argv[1] if len(sys.argv) > 1 else "smoke", verbose=True))

@@ -12,15 +12,15 @@ Each study module defines
   - ``"summary"``: a Markdown paragraph that states plainly what was and was not
     reproduced; its verdicts are generated from the same booleans as the two below;
   - ``"checks"``: the **solver checks**, ``{name: {"passed", "measured", "expected", "lo",
-    "hi", "tolerance"}}`` (:func:`spherepde.validation.common.solver_check`): each compares
+    "hi", "tolerance"}}`` (:func:`spherepde.studies.common.solver_check`): each compares
     a measured number with an analytic value, a reference or an expected order, with a
     tolerance that a wrong scheme misses; they must pass (may be empty);
   - ``"claims"`` (optional): the **paper claims**, ``{name: {"reproduced", "value",
-    "interval", "paper_value", "statement"}}`` (:func:`spherepde.validation.common.paper_claim`):
+    "interval", "paper_value", "statement"}}`` (:func:`spherepde.studies.common.paper_claim`):
     reproduced only when the 95% interval contains the paper's value; never counted as a
     pass or failure of the solver;
 
-  and raises :class:`spherepde.validation.common.StudyPreconditionError` (one-line
+  and raises :class:`spherepde.studies.common.StudyPreconditionError` (one-line
   message) when a finiteness or sanity condition fails -- such conditions are
   preconditions, not checks;
 * ``plot(results, out_dir) -> list[pathlib.Path]`` -- draws figures from the results.

@@ -33,10 +33,10 @@ largest-H run of each regime keeps density snapshots at the ``snapshots`` times.
 Paper claims, not solver checks. The paper's exponents (b = -1 for OU, b = 0 for the
 oscillating weights) are claims about the model, recorded in ``results["claims"]`` --
 reproduced only when the 95 % bootstrap interval of the fitted b contains the paper's value
-(:func:`spherepde.validation.common.paper_claim`) -- one per particle regime and one per
+(:func:`spherepde.studies.common.paper_claim`) -- one per particle regime and one per
 density-level regime; the report counts them apart from the solver checks. The study has
 no solver checks of its own (the solvers are checked by the other studies); finite G^2
-curves and exponents are preconditions (:class:`spherepde.validation.common.StudyPreconditionError`).
+curves and exponents are preconditions (:class:`spherepde.studies.common.StudyPreconditionError`).
 Every "REPRODUCED" / "NOT reproduced" in the summary is generated from the claims.
 
 Sizes (``SIZES``): smoke (T = 5, n = 100, H = 1, 4; mesh level 3); quick (T = 10 and
@@ -54,8 +54,8 @@ import time
 import numpy as np
 
 from spherepde.model.statistics import exponent_fit, time_average
-from spherepde.validation import common as _v
-from spherepde.validation.common import checks_line, claim_sentence, markdown_table, paper_claim, require_finite, save_figure, study_params
+from spherepde.studies import common as _v
+from spherepde.studies.common import checks_line, claim_sentence, markdown_table, paper_claim, require_finite, save_figure, study_params
 
 NAME = "paper_section6"
 TITLE = "The paper's Section 6: G^2 against the number of heads, OU and oscillating weights"

@@ -62,7 +62,7 @@ first-order scheme meets at every size; measured values smoke / quick / full):
 * mass conservation on every level: max |M(t) - 1| <= 1e-10.
 
 Finite distances are a precondition (the study aborts with
-:class:`spherepde.validation.common.StudyPreconditionError`). The mesh-to-token W1 order in
+:class:`spherepde.studies.common.StudyPreconditionError`). The mesh-to-token W1 order in
 h and the sampling order at t = 0 are reported, not checked: the first flattens at the
 tokens' own sampling distance (0.19..0.64 depending on size and case), the second tests
 the sampling, not a solver.
@@ -79,8 +79,8 @@ import time
 import numpy as np
 
 from spherepde.model.statistics import fit_rate
-from spherepde.validation import common as _v
-from spherepde.validation.common import checks_line, figure_path, markdown_table, require, require_finite, solver_check, study_params
+from spherepde.studies import common as _v
+from spherepde.studies.common import checks_line, figure_path, markdown_table, require, require_finite, solver_check, study_params
 
 NAME = "mesh_vs_particles"
 TITLE = "Mesh solver versus particle solver: convergence in mesh size h and token count n"

@@ -46,8 +46,8 @@ import time
 
 import numpy as np
 
-from spherepde.validation import common as _v
-from spherepde.validation.common import checks_line, require_finite, save_figure, solver_check, study_params
+from spherepde.studies import common as _v
+from spherepde.studies.common import checks_line, require_finite, save_figure, solver_check, study_params
 
 NAME = "metastability"
 TITLE = "Metastability: merge times and nucleation of clusters (s = +1)"

@@ -409,7 +409,7 @@ def bench_density_study(quick: bool, *, levels=None, H: int = 100, steps: int | 
     from pathlib import Path
 
     from spherepde.runs.config import load_config
-    from spherepde.runs.examples import __file__ as examples_file
+    from spherepde.runs.configs import __file__ as examples_file
     from spherepde.runs.runner import build_mesh, build_solver, build_weight_path
 
     levels = levels or ((16,) if quick else (16, 32))

@@ -34,7 +34,7 @@ at every size), for the particles and the mesh. The a-priori Gronwall exponent i
 reported next to the measured growth exponents but is not a check: it lies ~50-100x above
 anything measured (exponents ~100 against L_eff T < 1), so no scheme could violate it.
 Finite distances and ratios are preconditions
-(:class:`spherepde.validation.common.StudyPreconditionError`).
+(:class:`spherepde.studies.common.StudyPreconditionError`).
 """
 
 from __future__ import annotations
@@ -45,8 +45,8 @@ import time
 import numpy as np
 
 from spherepde.model.statistics import fit_rate, growth_rate
-from spherepde.validation import common as _v
-from spherepde.validation.common import checks_line, markdown_table, require_finite, save_figure, solver_check, study_params
+from spherepde.studies import common as _v
+from spherepde.studies.common import checks_line, markdown_table, require_finite, save_figure, solver_check, study_params
 
 #: Order of a distance at T in the size of the perturbation (expected 1: Lipschitz, differentiable flow map).
 ORDER_BAND = (0.9, 1.1, 1.0)

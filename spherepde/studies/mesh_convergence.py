@@ -1,6 +1,6 @@
 """Density-level accuracy where the density concentrates: the paper's OU regime at H = 1 (issue 15, part 1).
 
-Setting (``spherepde/runs/examples/paper-ou-mesh.toml`` and ``paper-ou-particles.toml`` at
+Setting (``spherepde/runs/configs/paper-ou-mesh.toml`` and ``paper-ou-particles.toml`` at
 H = 1): OU weights dD = (I - D) dt + sqrt(2) dW^sym (sigma^2 = 2), D(0) = G + G^T, s = -1,
 generated once per path with the exact OU transition on a ``weights_dt`` = 0.01 grid. The
 mesh solver starts from the octahedral density (projected normal bumps, sigma = 0.05,
@@ -76,8 +76,8 @@ import time
 import numpy as np
 
 from spherepde.model.statistics import exponent_fit, fit_rate, time_average
-from spherepde.validation import common as _v
-from spherepde.validation.common import (
+from spherepde.studies import common as _v
+from spherepde.studies.common import (
     checks_line,
     claim_sentence,
     paper_claim,
@@ -742,7 +742,7 @@ def paper_example_discretisation(name: str = "paper-ou-mesh") -> dict:
     from pathlib import Path
 
     from spherepde.runs.config import load_config
-    from spherepde.runs.examples import __file__ as examples_file
+    from spherepde.runs.configs import __file__ as examples_file
 
     cfg = load_config(Path(examples_file).parent / f"{name}.toml")  # the validated config, as a run reads it
     return {"level": int(cfg.mesh.level), "order": int(cfg.solver.order), "integrator": str(cfg.solver.integrator)}
@@ -841,6 +841,6 @@ def plot(results, out_dir) -> list:
 if __name__ == "__main__":  # pragma: no cover
     import sys
 
-    from spherepde.validation.common import print_study
+    from spherepde.studies.common import print_study
 
     print_study(run(sys.argv[1] if len(sys.argv) > 1 else "smoke", verbose=True))

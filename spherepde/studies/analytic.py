@@ -55,7 +55,7 @@ Checks and preconditions
 ------------------------
 Every check compares a measured number with an analytic value or an expected order (see
 ``run``); finiteness of the measurements is a precondition (the study raises
-:class:`spherepde.validation.common.StudyPreconditionError`), not a check.
+:class:`spherepde.studies.common.StudyPreconditionError`), not a check.
 """
 
 from __future__ import annotations
@@ -67,8 +67,8 @@ import time
 import numpy as np
 
 from spherepde.model.statistics import fit_rate, growth_rate
-from spherepde.validation import common as _v
-from spherepde.validation.common import checks_line, print_study, require, require_finite, save_figure, solver_check, study_params
+from spherepde.studies import common as _v
+from spherepde.studies.common import checks_line, print_study, require, require_finite, save_figure, solver_check, study_params
 
 NAME = "analytic"
 TITLE = "Analytic benchmarks: linear stability rates and uniform-state energy"
