@@ -57,7 +57,8 @@ def test_g2_vs_H_density_sweep(tmp_path, monkeypatch):
     assert (tmp_path / "sw" / "analysis.png").is_file()
 
 
-SHIPPED = sorted(p.stem for p in (Path(__file__).resolve().parents[1] / "spherepde" / "runs" / "examples").glob("*.toml") if not p.stem.startswith("sweep"))
+SHIPPED = sorted(p.stem for p in (Path(__file__).resolve().parents[1] / "spherepde" / "runs" / "configs").glob("*.toml") if not p.stem.startswith("sweep"))
+assert len(SHIPPED) >= 8, SHIPPED  # the shipped configs are found (an empty list would test nothing)
 
 
 def _tiny(name: str) -> list[str]:
