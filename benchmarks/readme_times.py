@@ -1,4 +1,4 @@
-"""The times README.md states, measured on this machine (issue 26), side by side.
+"""The times README.md and the user guide state, measured on this machine (issue 26), side by side.
 
     python benchmarks/readme_times.py [--suite] [--long]   # measure; writes benchmarks/readme-times.json
     python benchmarks/readme_times.py --update-readme       # rewrite README.md's numbers from that JSON
@@ -19,8 +19,8 @@ first run compiles the kernels as the first run after an install does:
 * ``paper_ou_mesh`` (``--long``, minutes) -- ``spherepde run --example paper-ou-mesh``.
 
 A measurement not taken in a call keeps its earlier value; every entry has its own date and
-load averages (before and after), and the JSON says whether the machine was loaded. The README
-sentences that state these times are listed in :data:`SENTENCES`; ``--update-readme`` rewrites
+load averages (before and after), and the JSON says whether the machine was loaded. The
+sentences of README.md and docs/guide/ (:data:`DOC_PATHS`) that state these times are listed in :data:`SENTENCES`; ``--update-readme`` rewrites
 their numbers (rounded as :func:`rounded` says) and ``tests/test_readme_numbers.py`` checks them.
 """
 
@@ -43,6 +43,29 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 JSON_PATH = ROOT / "benchmarks" / "readme-times.json"
 README_PATH = ROOT / "README.md"
+#: The pages whose sentences state these times: README.md and the user guide pages they moved to.
+DOC_PATHS = (README_PATH, ROOT / "docs" / "guide" / "paper.md", ROOT / "docs" / "guide" / "visualisation.md")
+#: Joins the pages into one text for the functions below (never inside a sentence: no white space).
+_SEP = "\n\x00next-page\x00\n"
+
+
+def read_docs() -> str:
+    """The pages of :data:`DOC_PATHS` as one text (what :func:`stated_numbers` and friends read)."""
+    return _SEP.join(p.read_text(encoding="utf-8") for p in DOC_PATHS)
+
+
+def write_docs(text: str) -> list[Path]:
+    """Write a text made by :func:`read_docs` (and rewritten by :func:`update_readme`) back to its pages; returns those changed."""
+    parts = text.split(_SEP)
+    if len(parts) != len(DOC_PATHS):
+        raise ValueError("the text does not come from read_docs()")
+    changed = []
+    for p, t in zip(DOC_PATHS, parts):
+        if p.read_text(encoding="utf-8") != t:
+            p.write_text(t, encoding="utf-8")
+            changed.append(p)
+    return changed
+
 
 #: README sentences that state a measured time: the text with ``{key}`` where the number of the
 #: measurement ``key`` stands (seconds, or minutes for keys ending in ``_min``), matched with any
@@ -277,13 +300,12 @@ def main(argv=None) -> int:
     if not JSON_PATH.is_file():
         print(f"no {JSON_PATH.relative_to(ROOT)}: run python benchmarks/readme_times.py first", file=sys.stderr)
         return 2
-    readme = README_PATH.read_text(encoding="utf-8")
+    readme = read_docs()
     meas = json.loads(JSON_PATH.read_text(encoding="utf-8"))["measurements"]
     if args.update_readme:
         new = update_readme(readme, meas)
-        if new != readme:
-            README_PATH.write_text(new, encoding="utf-8")
-        print("README.md " + ("updated" if new != readme else "already states these numbers"))
+        changed = write_docs(new)
+        print(("updated " + ", ".join(str(p.relative_to(ROOT)) for p in changed)) if changed else "README.md and the guide already state these numbers")
         readme = new
     bad = disagreements(readme, meas)
     for b in bad:

@@ -18,6 +18,7 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE / "_ext"))
 
+from spherepde_gallery import GalleryArgs  # noqa: E402
 from spherepde_reference import write_reference  # noqa: E402
 from spherepde_results import write_results  # noqa: E402
 
@@ -37,11 +38,26 @@ extensions = [
     "sphinx.ext.autosummary",
     "sphinx.ext.mathjax",
     "numpydoc",
+    "sphinx_gallery.gen_gallery",
 ]
+
+# The gallery: every script in examples/ runs at its gallery size (``--size gallery``) while
+# the site is built, and its Matplotlib figures are shown under its code. The test suite
+# runs the same scripts at their tiny size (tests/test_examples.py).
+sphinx_gallery_conf = {
+    "examples_dirs": str(HERE.parent / "examples"),
+    "gallery_dirs": str(HERE / "gallery"),
+    "filename_pattern": r".*\.py$",
+    "reset_argv": GalleryArgs(),
+    "download_all_examples": False,
+    "remove_config_comments": True,
+    "matplotlib_animations": False,
+    "image_scrapers": ("matplotlib",),
+}
 
 source_suffix = {".md": "markdown", ".rst": "restructuredtext"}
 root_doc = "index"
-exclude_patterns = ["_build", "_ext", "Thumbs.db", ".DS_Store"]
+exclude_patterns = ["_build", "_ext", "Thumbs.db", ".DS_Store", "gallery/*.ipynb", "gallery/*.py", "gallery/*.zip", "gallery/*.json"]
 templates_path: list[str] = []
 
 # MyST: $...$ and $$...$$ maths and amsmath environments render with MathJax; headings get

@@ -1,9 +1,8 @@
-"""A density-level run with your own initial density and your own weight process.
+"""
+Your own initial density and weight process
+===========================================
 
-    python examples/custom_density_and_process.py            # icosphere 16, H = 4, T = 2 (~20 s)
-    python examples/custom_density_and_process.py --tiny     # seconds (what the test suite runs)
-    python examples/custom_density_and_process.py --out runs/custom   # the same as a run folder:
-    spherepde plot runs/custom; spherepde render runs/custom           # ... figures, pictures, open_run
+A density-level run with your own initial density and your own weight process.
 
 * The initial density is a plain function of points on the sphere, f(X) for X of shape
   (m, 3), turned into normalised cell averages by ``densities.cell_average`` (sub-cell
@@ -15,6 +14,14 @@
 * ``--out FOLDER`` makes it a run folder like any other: the path is saved (``path.save``)
   and driven with ``weights.process = "file"``, the density saved as a ``.npy`` and read with
   ``initial.kind = "file"``; the inputs go to ``FOLDER-inputs`` next to it.
+
+Run it::
+
+    python examples/custom_density_and_process.py                  # icosphere 16, H = 4, T = 2
+    python examples/custom_density_and_process.py --size gallery   # icosphere 8 (the docs' gallery)
+    python examples/custom_density_and_process.py --tiny           # seconds (what the test suite runs)
+    python examples/custom_density_and_process.py --out runs/custom   # the same as a run folder:
+    spherepde plot runs/custom; spherepde render runs/custom           # ... figures, pictures, open_run
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ import argparse
 import math
 from dataclasses import dataclass
 
+import matplotlib.pyplot as plt
 import numpy as np
 
 import spherepde as sp
@@ -50,12 +58,17 @@ def two_caps(X: np.ndarray) -> np.ndarray:
     return np.exp(8.0 * X[:, 2]) + 0.5 * np.exp(8.0 * X[:, 0])
 
 
+#: (icosphere level, heads, end time) of each size.
+SIZES = {"tiny": (4, 2, 0.2), "gallery": (8, 4, 2.0), "full": (16, 4, 2.0)}
+
+
 def main(argv=None) -> dict:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--tiny", action="store_true", help="a tiny mesh and a short run (seconds)")
+    p = argparse.ArgumentParser(description="Your own initial density and weight process.")
+    p.add_argument("--size", choices=SIZES, default="full", help="problem size (default: full)")
+    p.add_argument("--tiny", action="store_const", dest="size", const="tiny", help="the same as --size tiny (seconds)")
     p.add_argument("--out", help="write a run folder there (for spherepde plot / render / open_run)")
     args = p.parse_args(argv)
-    level, H, T = (4, 2, 0.2) if args.tiny else (16, 4, 2.0)
+    level, H, T = SIZES[args.size]
 
     mesh = sp.icosphere(level)
     rho0 = densities.normalise(mesh, densities.cell_average(mesh, two_caps))
@@ -63,10 +76,29 @@ def main(argv=None) -> dict:
     if args.out:
         return run_folder(args.out, mesh, level, rho0, path, T)
     solver = sp.MeshSolver(mesh, rho0, path, order=2)
-    traj = sp.integrate(solver, np.linspace(0.0, T, 5)[1:])
+    traj = sp.integrate(solver, np.linspace(0.0, T, 5)[1:], snapshots=True)
     for t, row in zip(traj.t, traj.rows):
         print(f"t={t:5.2f}  E={row['energy']:.5f}  G2={row['G2']:.4f}  mass={row['mass']:.15f}  rho_max={row['rho_max']:.3f}")
+    plot(mesh, rho0, traj.snapshots[-1]["rho"], T)
     return row
+
+
+def plot(mesh, rho0: np.ndarray, rho: np.ndarray, T: float):
+    """The density at t = 0 and at T, longitude against latitude, one flat colour per cell,
+    on one logarithmic colour scale (three decades below the common peak)."""
+    from matplotlib.colors import LogNorm
+
+    from spherepde.viz.plots import draw_cells
+
+    peak = max(rho0.max(), rho.max())
+    norm = LogNorm(peak * 1e-3, peak)
+    fig, axes = plt.subplots(1, 2, figsize=(9.0, 3.4), layout="constrained", sharey=True)
+    for ax, values, t in zip(axes, (rho0, rho), (0.0, T)):
+        pc = draw_cells(ax, mesh, np.maximum(values, norm.vmin), norm=norm)
+        ax.set(xlim=(-180, 180), ylim=(-90, 90), title=f"t = {t:g}", xlabel="longitude (°)")
+    axes[0].set_ylabel("latitude (°)")
+    fig.colorbar(pc, ax=axes, shrink=0.8, extend="min", label="ρ (per steradian, log scale)")
+    return fig
 
 
 def run_folder(out: str, mesh, level: int, rho0: np.ndarray, path, T: float) -> dict:
@@ -93,3 +125,4 @@ def run_folder(out: str, mesh, level: int, rho0: np.ndarray, path, T: float) -> 
 
 if __name__ == "__main__":
     main()
+    plt.show()

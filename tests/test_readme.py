@@ -11,6 +11,8 @@ them from the repository root sees them.
 from __future__ import annotations
 
 import re
+import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -56,7 +58,10 @@ def test_python_blocks_run(doc, tmp_path, monkeypatch):
             (tmp_path / name).symlink_to(ROOT / name, target_is_directory=True)
     monkeypatch.chdir(tmp_path)
     rel = doc.relative_to(ROOT).as_posix()
-    namespace: dict = {"__name__": "__readme__"}
+    # the blocks run as one module, registered as a reader's session would be (dataclasses need it)
+    module = types.ModuleType("__readme__")
+    monkeypatch.setitem(sys.modules, "__readme__", module)
+    namespace: dict = module.__dict__
     for i, code in enumerate(python_blocks(doc)):
         try:
             exec(compile(code, f"{rel}[python block {i + 1}]", "exec"), namespace)

@@ -16,7 +16,7 @@ import sys
 from dataclasses import MISSING, fields
 from pathlib import Path
 
-PAGES = ("config", "columns", "cli", "api")
+PAGES = ("config", "columns", "run-folder", "cli", "api")
 
 _SPECIAL = set("\\`*_[]<>|$~#{}")
 
@@ -138,6 +138,30 @@ def _subcommands(parser: argparse.ArgumentParser):
                 yield name, helps.get(name), sub
 
 
+def run_folder_page() -> str:
+    from spherepde.runs import runfolder as R
+
+    out = [
+        "# Run folders",
+        "",
+        "Every file and folder a run folder (or a Monte-Carlo folder) can hold, generated from "
+        "`spherepde.runs.runfolder.LAYOUT`, the table the code itself uses to check a folder before a "
+        "resume. *Written by*: the kinds of run that write it (`run.solver`, or `monte-carlo` for a "
+        "folder of `montecarlo.paths` > 1); *when*: the condition under which it exists (empty: always). "
+        "`NNN` stands for digits. Every file is written atomically (a temporary file, then a rename), "
+        "so a file is either complete or absent; `spherepde run --force` replaces only folders that "
+        f"hold the marker {_code(R.MARKER)}.",
+        "",
+        "| path | written by | when | content |",
+        "|---|---|---|---|",
+    ]
+    for e in R.LAYOUT:
+        out.append(f"| {_code(e.path)} | {', '.join(_code(k) for k in e.kinds)} | {_md(', '.join(e.when)) or '—'} | {_md(e.description)} |")
+    out += ["", "Reading a run back: `spherepde.open_run` (an xarray dataset), `spherepde.runs.runfolder.RunFolder`, "
+            "and `spherepde export RUN --netcdf FILE` (the NetCDF file goes where you name it, never into the run folder).", ""]
+    return "\n".join(out)
+
+
 def cli_page() -> str:
     from spherepde.cli.main import build_parser
 
@@ -205,7 +229,7 @@ def write_reference(folder) -> list[Path]:
     folder.mkdir(parents=True, exist_ok=True)
     written = []
     for page in PAGES:
-        text = globals()[f"{page}_page"]()
+        text = globals()[f"{page.replace('-', '_')}_page"]()
         path = folder / f"{page}.md"
         if not path.exists() or path.read_text(encoding="utf-8") != text:
             path.write_text(text, encoding="utf-8")
