@@ -20,7 +20,6 @@ import spherepde as sp
 from spherepde import densities
 from spherepde.solvers.distances import wasserstein_sphere
 
-
 #: (icosphere level, tokens, heads, end time, records) of each size.
 SIZES = {"tiny": (4, 200, 2, 0.2, 4), "gallery": (8, 1000, 10, 2.0, 20), "full": (16, 2000, 10, 2.0, 20)}
 
