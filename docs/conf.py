@@ -39,6 +39,7 @@ extensions = [
     "sphinx.ext.mathjax",
     "numpydoc",
     "sphinx_gallery.gen_gallery",
+    "sphinx-mathjax-offline",  # MathJax 3 copied into the site: formulas render without the internet
 ]
 
 # The gallery: every script in examples/ runs at its gallery size (``--size gallery``) while
@@ -77,7 +78,6 @@ numpydoc_xref_param_type = False
 html_theme = "alabaster"
 html_title = f"spherepde {release}"
 html_static_path: list[str] = []
-# MathJax comes with the built pages' <script> tag; nothing is fetched while building.
 
 # The docstrings write absolute values and norms as |x| (plain text reads better); in
 # reStructuredText |x| would be a substitution reference, so such bars are escaped when the
