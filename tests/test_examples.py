@@ -102,3 +102,24 @@ def test_particle_runs_in_any_dimension_with_default_outputs(d, tmp_path, capsys
     pts = np.array(text.split('Name="Points" NumberOfComponents="3" format="ascii">')[1].split("<")[0].split(), float).reshape(10, 3)
     np.testing.assert_array_equal(pts[:, : min(d, 3)], X[:, :3])
     assert ("first three coordinates" in (out / "run.log").read_text()) == (d > 3)
+
+
+def test_two_clusters_merge(tmp_path, monkeypatch):
+    """Point masses give the two-point ODE's merge time; cells alone pin the clusters (the example's point)."""
+    monkeypatch.chdir(tmp_path)
+    res = _load("two_clusters_merge.py")["main"](["--tiny"])
+    assert abs(res["t_atoms"] - res["t_ode"]) < 0.05 * res["t_ode"]
+    assert res["t_cells"] > 1.2 * res["t_ode"]
+
+
+@pytest.mark.parametrize("name", ["custom_density_and_process.py", "mesh_vs_particles.py", "two_clusters_merge.py"])
+def test_examples_draw_their_gallery_figure(name, tmp_path, monkeypatch):
+    """Each script draws the figure the documentation's gallery shows (at its tiny size here)."""
+    import matplotlib.pyplot as plt
+
+    monkeypatch.chdir(tmp_path)
+    plt.close("all")
+    _load(name)["main"](["--tiny"])
+    figs = [plt.figure(n) for n in plt.get_fignums()]
+    assert len(figs) == 1 and all(ax.has_data() for ax in figs[0].axes if ax.get_label() != "<colorbar>")
+    plt.close("all")
