@@ -13,10 +13,10 @@ For each of ``paths`` weight paths:
 * the mesh solver on icosphere levels ``levels`` (20 l^2 cells) at orders 1 (upwind) and 2
   (limited linear reconstruction), time integrator per order from ``integrators`` (full:
   forward Euler for both, the paper examples' integrator; smoke and quick: SSP-RK2 at order 2),
-  adaptive steps at CFL ``cfl``; each run's wall time (solver only) is its cost (on a shared machine good to ~25 %);
+  adaptive steps at CFL ``cfl``; each run's wall time (solver only) is its cost;
 * the particle solver for n in ``n_list`` with ``samples`` independent token draws each
-  (Heun at the weight grid step: Euler at dt = 0.01 moves <G^2> by ~1 %, a time error that
-  would be mistaken for a finite-n effect);
+  (Heun at the weight grid step: Euler's first-order time error in <G^2> would be mistaken
+  for a finite-n effect);
 * the time average <G^2> over t >= ``t_avg`` (the paper's 2.5 at T = 20, scaled with T in
   the smaller sizes).
 
