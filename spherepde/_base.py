@@ -29,6 +29,7 @@ __all__ = [
     "__version__",
     "ConfigError",
     "format_bytes",
+    "one_line",
     "FALLBACK_MEMORY",
     "available_memory",
     "atomic_file",
@@ -45,6 +46,11 @@ __version__ = "0.1.0"
 
 class ConfigError(ValueError):
     """A configuration problem; the message names the key and what to do."""
+
+
+def one_line(exc: BaseException) -> str:
+    """An exception's message on one line (whitespace runs joined), else its class name."""
+    return " ".join(str(exc).split()) or type(exc).__name__
 
 
 def format_bytes(n: float) -> str:

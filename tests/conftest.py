@@ -69,9 +69,10 @@ class HardKill(BaseException):
 def killed_run(cfg, folder: Path, monkeypatch, *, kill_at_call: int) -> None:
     """Run until the kill_at_call-th checkpoint write and die just before it (rows past the last checkpoint exist)."""
     from spherepde.runs import runner
+    from spherepde.runs.runfolder import RunFolder
 
     calls = {"n": 0}
-    original = runner._RunFolder.write_checkpoint
+    original = RunFolder.write_checkpoint
 
     def write_checkpoint(self, state, meta):
         calls["n"] += 1
@@ -80,7 +81,7 @@ def killed_run(cfg, folder: Path, monkeypatch, *, kill_at_call: int) -> None:
         return original(self, state, meta)
 
     with monkeypatch.context() as m:
-        m.setattr(runner._RunFolder, "write_checkpoint", write_checkpoint)
+        m.setattr(RunFolder, "write_checkpoint", write_checkpoint)
         with pytest.raises(HardKill):
             runner.run(cfg, out=folder, progress=False)
 

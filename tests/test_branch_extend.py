@@ -10,7 +10,7 @@ from spherepde.geometry.meshfiles import icosphere
 from spherepde.runs import runner
 from spherepde.runs.branch import branch_point, initial_density_from_run, initial_tokens_from_run
 from spherepde.runs.config import default_config
-from spherepde.runs.folders import read_diagnostics
+from spherepde.runs.runfolder import read_diagnostics
 
 TINY_MESH = {"mesh.level": 4, "model.H": 1, "solver.T": 0.2, "output.record_dt": 0.05, "output.snapshot_dt": 0.05,
              "weights.dt": 0.01}

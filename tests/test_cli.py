@@ -19,7 +19,7 @@ from spherepde import __version__
 from spherepde.cli.main import main
 from spherepde.runs import runner
 from spherepde.runs.config import default_config, load_config
-from spherepde.runs.folders import read_diagnostics
+from spherepde.runs.runfolder import read_diagnostics
 
 CFG = """
 [run]

@@ -268,7 +268,7 @@ def test_scheme_g2_agrees_with_the_nodal_g2_in_the_paper_regime(tmp_path):
     """paper-ou-mesh (H = 10, OU weights, s = -1, order 2, level 32) to T = 0.2: the scheme's G^2 and
     the nodal value (G2, what the reports hold) agree to 1 % at every record
     (at level 16 they differ by up to 5 %: the difference is O(h) where the density is sharp)."""
-    from spherepde.runs.folders import read_diagnostics
+    from spherepde.runs.runfolder import read_diagnostics
     from spherepde.runs.runner import run
 
     cfg = sp.load_config(example_path("paper-ou-mesh")).with_overrides({"solver.T": 0.2, "output.vtk": False})

@@ -19,8 +19,8 @@ from spherepde.model.weights import OUProcess, generate_weight_path
 from spherepde.runs.branch import path_fit_error
 from spherepde.runs.compare import CompareError, default_out
 from spherepde.runs.config import config_to_toml, default_config
-from spherepde.runs.folders import read_diagnostics
 from spherepde.runs.montecarlo import monte_carlo
+from spherepde.runs.runfolder import read_diagnostics
 from spherepde.runs.runner import run
 from spherepde.runs.series import load_series
 from spherepde.viz import plots
@@ -513,7 +513,7 @@ def test_compare_writes_next_to_the_runs_not_into_the_current_folder(branched, t
     # a path of a Monte-Carlo folder: next to that folder, never inside it
     mc = tmp_path / "mc"
     (mc / "path-000").mkdir(parents=True)
-    from spherepde.runs.folder import MARKER
+    from spherepde.runs.runfolder import MARKER
 
     (mc / MARKER).write_text("{}")
     assert default_out([mc / "path-000", mc / "path-001"]) == tmp_path / "compare-path-000-vs-path-001"

@@ -12,7 +12,7 @@ import spherepde as sp
 from spherepde.cli.main import main
 from spherepde.runs import montecarlo, runner
 from spherepde.runs.config import default_config
-from spherepde.runs.folders import read_diagnostics
+from spherepde.runs.runfolder import read_diagnostics
 
 xr = pytest.importorskip("xarray")  # a dependency: installed with the package
 

@@ -73,7 +73,7 @@ def test_bad_density_is_rejected(mesh):
 
 def test_coupled_run_records_both_solvers(tmp_path):
     from spherepde.runs.config import default_config
-    from spherepde.runs.folders import read_diagnostics
+    from spherepde.runs.runfolder import read_diagnostics
     from spherepde.runs.runner import run
 
     cfg = default_config().with_overrides(

@@ -69,7 +69,7 @@ def test_cli_two_clusters_reach_the_mean_field_merge_time(tmp_path):
     import numpy as np
 
     from spherepde.cli.main import main
-    from spherepde.runs.folders import read_diagnostics
+    from spherepde.runs.runfolder import read_diagnostics
 
     out = tmp_path / "mm"
     rc = main(["run", "--example", "metastable-mesh", "--set", "initial.means=[[0.0, 0.0, 1.0], [1.0, 0.0, 0.0]]",

@@ -421,7 +421,7 @@ def test_paper_experiment_small(tmp_path, example, H):
     from importlib.resources import files
 
     from spherepde.runs.config import load_config
-    from spherepde.runs.folders import read_diagnostics
+    from spherepde.runs.runfolder import read_diagnostics
     from spherepde.runs.runner import run
 
     toml = files("spherepde.runs.configs") / f"{example}.toml"

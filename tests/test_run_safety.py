@@ -22,8 +22,7 @@ import pytest
 from conftest import HardKill, cli, csv_rows, folder_state, killed_run, one_line_error
 
 from spherepde import __version__
-from spherepde.runs import folder as runfolder
-from spherepde.runs import runner
+from spherepde.runs import runfolder, runner
 from spherepde.runs.config import load_config
 from spherepde.solvers.mesh import MeshSolver, SolverError
 from spherepde.solvers.particles import ParticleSolver
@@ -294,7 +293,7 @@ def test_disk_full_without_vtk(capsys, tmp_path, monkeypatch):
     cfg_path = particles_config(tmp_path, T=0.1, every=1)
     folder = tmp_path / "full"
     calls = {"n": 0}
-    original = runfolder.atomic_savez  # snapshots are written by spherepde.runs.folder
+    original = runfolder.atomic_savez  # snapshots are written by spherepde.runs.runfolder
 
     def savez(path, **arrays):
         if Path(path).parent.name == "snapshots":  # checkpoints go through atomic_savez too
@@ -512,7 +511,7 @@ def test_interrupt_between_steps_with_record_dt_T_resumes_bit_for_bit(tmp_path, 
         interrupt_after(m, ParticleSolver, 7, sig)
         res = runner.run(cfg, out=folder, progress=False)
     assert res.status == "interrupted" and summary(folder)["status"] == "interrupted"
-    state, meta = runner._RunFolder(folder).read_checkpoint()
+    state, meta = runfolder.RunFolder(folder).read_checkpoint()
     assert meta["record"] == 0 and meta["partial"] and int(state["step_count"]) == 7
     assert meta["t"] == pytest.approx(0.035)
     assert len(csv_rows(folder / "diagnostics.csv")) == 1 + 1
@@ -532,7 +531,7 @@ def test_interrupt_between_steps_mesh_and_coupled(tmp_path, monkeypatch, solver,
     with monkeypatch.context() as m:
         interrupt_after(m, cls, 3)
         assert runner.run(cfg, out=folder, progress=False).status == "interrupted"
-    _, meta = runner._RunFolder(folder).read_checkpoint()
+    _, meta = runfolder.RunFolder(folder).read_checkpoint()
     assert meta["partial"] and 0 < meta["t"] <= 0.04
     assert runner.resume(folder, progress=False).status == "completed"
     assert_same_numbers(ref.folder, folder)
@@ -601,7 +600,7 @@ def test_sigterm_a_real_run_with_record_dt_T(tmp_path):
             proc.wait()
     assert proc.returncode == 130, err
     assert stopped_after < 10 and "resume" in err and "Traceback" not in err
-    _, meta = runner._RunFolder(folder).read_checkpoint()
+    _, meta = runfolder.RunFolder(folder).read_checkpoint()
     assert meta["partial"] and 0 < meta["t"] < 3.0
     assert summary(folder)["status"] == "interrupted"
 

@@ -21,7 +21,7 @@ from spherepde import __version__
 from spherepde.model.weights import WeightPath
 from spherepde.runs import montecarlo, runner
 from spherepde.runs.config import ConfigError, load_config
-from spherepde.runs.folders import read_diagnostics
+from spherepde.runs.runfolder import RunFolder, read_diagnostics
 
 BASE = """
 [run]
@@ -210,7 +210,7 @@ def test_resume_after_hard_kill_is_bit_for_bit(tmp_path, monkeypatch, integrator
     assert json.loads((folder / "summary.json").read_text())["status"] == "running"
     assert not (folder / "snapshots.npz").exists()
     assert len(csv_rows(folder / "diagnostics.csv")) == 1 + 7  # rows for records 0..6
-    _, meta = runner._RunFolder(folder).read_checkpoint()
+    _, meta = RunFolder(folder).read_checkpoint()
     assert meta["record"] == 4
 
     res = runner.resume(folder, progress=False)
@@ -226,9 +226,9 @@ def test_truncated_checkpoint_falls_back_to_previous(tmp_path, monkeypatch, capl
     ref = runner.run(cfg, out=tmp_path / "ref", progress=False)
     folder = tmp_path / "killed"
     killed_run(cfg, folder, monkeypatch, kill_at_call=4)  # checkpoint at 6, previous at 4; dies at 8
-    rf = runner._RunFolder(folder)
+    rf = RunFolder(folder)
     cur, _ = rf.checkpoint_paths()
-    assert runner._RunFolder(folder).read_checkpoint()[1]["record"] == 6
+    assert RunFolder(folder).read_checkpoint()[1]["record"] == 6
     data = cur.read_bytes()
     cur.write_bytes(data[: len(data) // 2])  # a checkpoint cut short
     _, meta = rf.read_checkpoint()
@@ -244,7 +244,7 @@ def test_no_usable_checkpoint(tmp_path, monkeypatch):
     _, cfg = make_config(tmp_path, every=2)
     folder = tmp_path / "killed"
     killed_run(cfg, folder, monkeypatch, kill_at_call=3)
-    cur, prev = runner._RunFolder(folder).checkpoint_paths()
+    cur, prev = RunFolder(folder).checkpoint_paths()
     cur.write_bytes(b"")
     prev.write_bytes(prev.read_bytes()[:100])
     with pytest.raises(FileNotFoundError, match="no usable checkpoint"):
@@ -254,7 +254,7 @@ def test_no_usable_checkpoint(tmp_path, monkeypatch):
 
 
 def test_checkpoint_write_is_atomic(tmp_path, monkeypatch):
-    rf = runner._RunFolder(tmp_path)
+    rf = RunFolder(tmp_path)
     rf.write_checkpoint({"X": np.arange(6.0).reshape(2, 3), "step_count": 1}, {"record": 1})
     rf.write_checkpoint({"X": np.ones((2, 3)), "step_count": 2}, {"record": 2})
     state, meta = rf.read_checkpoint()

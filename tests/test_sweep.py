@@ -19,7 +19,7 @@ import pytest
 
 from spherepde.cli import main as cli
 from spherepde.runs.config import load_config
-from spherepde.runs.folders import read_diagnostics
+from spherepde.runs.runfolder import read_diagnostics
 from spherepde.runs.sweep import (
     DaskUnavailableError,
     SweepChangedError,

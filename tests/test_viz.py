@@ -13,8 +13,8 @@ import pytest
 from spherepde.cli.main import main
 from spherepde.geometry.meshfiles import icosphere
 from spherepde.runs.config import config_to_toml, default_config
-from spherepde.runs.folders import read_diagnostics
 from spherepde.runs.montecarlo import monte_carlo
+from spherepde.runs.runfolder import read_diagnostics
 from spherepde.runs.runner import run
 from spherepde.runs.series import load_series
 from spherepde.viz import plots

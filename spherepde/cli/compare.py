@@ -19,7 +19,7 @@ from spherepde.cli.common import fail
 
 def cmd_compare(args) -> int:
     from spherepde.runs.compare import CompareError
-    from spherepde.runs.folders import NotARunFolderError
+    from spherepde.runs.runfolder import NotARunFolderError
     from spherepde.viz.compare import compare_runs
 
     try:

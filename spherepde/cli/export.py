@@ -11,7 +11,7 @@ from spherepde.cli.common import fail
 
 def cmd_export(args) -> int:
     from spherepde.runs.dataset import export_netcdf
-    from spherepde.runs.folders import NotARunFolderError
+    from spherepde.runs.runfolder import NotARunFolderError
 
     try:
         path = export_netcdf(args.run_dir, args.netcdf, force=args.force)

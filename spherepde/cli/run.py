@@ -142,7 +142,7 @@ def _report(res, quiet: bool) -> int:
 
 def _print_distances(folder, fin: dict) -> None:
     """The final mesh-versus-token distances with their value at t = 0 (the sampling floor)."""
-    from spherepde.runs.folders import read_diagnostics
+    from spherepde.runs.runfolder import read_diagnostics
 
     cols = [c for c in distance_columns(fin) if fin.get(c) is not None]
     if not cols:

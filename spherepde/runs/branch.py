@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from spherepde.runs.folders import NotARunFolderError, load_snapshots
+from spherepde.runs.runfolder import NotARunFolderError, load_snapshots
 
 __all__ = ["BranchPoint", "branch_point", "initial_density_from_run", "initial_tokens_from_run", "path_fit_error"]
 

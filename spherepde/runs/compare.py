@@ -46,6 +46,7 @@ import numpy as np
 from spherepde._base import atomic_write_text, load_arrays
 from spherepde.model.columns import compared, distance_columns, is_token_column
 from spherepde.model.statistics import time_average
+from spherepde.runs.runfolder import DiagnosticsError, RunFolder, check_recorded, read_diagnostics, run_config, run_kind
 
 __all__ = ["CompareError", "CompareResult", "Comparison", "comparison", "write_tables", "file_stem", "check_dpi", "DPI_RANGE", "MAX_PIXELS", "check_weight_paths", "default_out"]
 
@@ -86,7 +87,7 @@ def _fmt(x: float) -> str:
 
 def _weight_files(folder: Path, kind: str) -> list[Path]:
     if kind == "montecarlo":
-        return [p / "weights.npz" for p in sorted(folder.glob("path-[0-9]*")) if p.is_dir()]
+        return [p / "weights.npz" for p in RunFolder(folder).monte_carlo_paths()]
     return [folder / "weights.npz"]
 
 
@@ -309,11 +310,9 @@ def check_dpi(dpi) -> int:
 
 
 def _check_diagnostics(path: Path) -> None:
-    """A diagnostics table must parse (:func:`spherepde.runs.folders.read_diagnostics`: a
+    """A diagnostics table must parse (:func:`spherepde.runs.runfolder.read_diagnostics`: a
     header with 't' and rows of numbers; an unfinished last line of a run still writing is
     left out) and hold a record; CompareError naming the file and row."""
-    from spherepde.runs.folders import DiagnosticsError, check_recorded, read_diagnostics
-
     try:
         table = read_diagnostics(path)
         if len(table["t"]):
@@ -339,7 +338,7 @@ def _check_parts(folder: Path) -> None:
 def _check_folder(folder: Path, kind: str) -> None:
     """The diagnostics tables compare reads, checked before anything is read or written."""
     if kind == "montecarlo":
-        files = [p / "diagnostics.csv" for p in sorted(folder.glob("path-[0-9]*")) if (p / "diagnostics.csv").is_file()]
+        files = [p / "diagnostics.csv" for p in RunFolder(folder).monte_carlo_paths() if (p / "diagnostics.csv").is_file()]
         files += [folder / f"diagnostics_{q}.csv" for q in ("mean", "std", "q05", "q95") if (folder / f"diagnostics_{q}.csv").is_file()]
     else:
         files = [folder / "diagnostics.csv"] if (folder / "diagnostics.csv").is_file() else []
@@ -348,7 +347,6 @@ def _check_folder(folder: Path, kind: str) -> None:
 
 
 def _tracks(folders):
-    from spherepde.runs.folders import run_config, run_kind
     from spherepde.runs.series import load_series, solver_tracks
 
     tracks, runs, kinds = [], [], []

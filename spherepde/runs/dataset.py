@@ -32,9 +32,19 @@ from pathlib import Path
 
 import numpy as np
 
-from spherepde._base import atomic_file, load_arrays
+from spherepde._base import atomic_file, load_arrays, one_line
 from spherepde.model.columns import attributes as column_attributes
-from spherepde.runs.folders import DiagnosticsError, NotARunFolderError, _mc_paths, _snapshot_files, load_snapshots, read_diagnostics, run_config, run_kind
+from spherepde.runs.runfolder import (
+    MARKER,
+    DiagnosticsError,
+    NotARunFolderError,
+    RunFolder,
+    check_recorded,
+    load_snapshots,
+    read_diagnostics,
+    run_config,
+    run_kind,
+)
 
 __all__ = ["RunFileError", "check_npz", "check_run_parts", "open_run", "open_sweep", "diagnostics_frame", "export_netcdf"]
 
@@ -53,12 +63,8 @@ class RunFileError(ValueError):
     """A file of a run folder is damaged or cannot be read (one line naming the file; nothing was written)."""
 
 
-def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split()) or type(exc).__name__
-
-
 def _read_csv(path: Path) -> dict[str, np.ndarray]:
-    """The diagnostics table (:func:`spherepde.runs.folders.read_diagnostics`; an unfinished
+    """The diagnostics table (:func:`spherepde.runs.runfolder.read_diagnostics`; an unfinished
     last line of a run still writing is left out), {} when missing or empty."""
     if not path.is_file() or path.stat().st_size == 0:
         return {}
@@ -67,7 +73,7 @@ def _read_csv(path: Path) -> dict[str, np.ndarray]:
     except DiagnosticsError as exc:
         raise RunFileError(str(exc)) from None
     except OSError as exc:
-        raise RunFileError(f"{path} cannot be read as a diagnostics table ({_one_line(exc)}); the run folder is damaged") from None
+        raise RunFileError(f"{path} cannot be read as a diagnostics table ({one_line(exc)}); the run folder is damaged") from None
 
 
 def _config_sections() -> set[str]:
@@ -86,9 +92,7 @@ def check_whole_run(folder: Path) -> None:
     naming the first missing or damaged file."""
     import tomllib
 
-    from spherepde.runs.folders import check_recorded
-
-    folders = _mc_paths(folder) if run_kind(folder) == "montecarlo" else [folder]
+    folders = RunFolder(folder).monte_carlo_paths() if run_kind(folder) == "montecarlo" else [folder]
     for f in folders:
         for name in ("config.toml", "diagnostics.csv", "weights.npz"):
             if not (f / name).is_file():
@@ -96,7 +100,7 @@ def check_whole_run(folder: Path) -> None:
         try:
             cfg = tomllib.loads((f / "config.toml").read_text())
         except (OSError, ValueError, UnicodeDecodeError) as exc:
-            raise RunFileError(f"{f / 'config.toml'} cannot be read ({_one_line(exc)}); the run folder is damaged") from None
+            raise RunFileError(f"{f / 'config.toml'} cannot be read ({one_line(exc)}); the run folder is damaged") from None
         missing = sorted(_config_sections() - set(cfg))
         if missing:
             raise RunFileError(f"{f / 'config.toml'} lacks the section(s) {', '.join(missing)} every run writes (cut short?); the run folder is damaged")
@@ -106,7 +110,7 @@ def check_whole_run(folder: Path) -> None:
         except DiagnosticsError as exc:
             raise RunFileError(str(exc)) from None
         except OSError as exc:
-            raise RunFileError(f"{path} cannot be read as a diagnostics table ({_one_line(exc)}); the run folder is damaged") from None
+            raise RunFileError(f"{path} cannot be read as a diagnostics table ({one_line(exc)}); the run folder is damaged") from None
 
 
 def check_npz(path: Path) -> None:
@@ -127,7 +131,7 @@ def check_npz(path: Path) -> None:
     except RunFileError:
         raise
     except (OSError, ValueError, EOFError, zipfile.BadZipFile, RuntimeError) as exc:
-        msg = _one_line(exc)
+        msg = one_line(exc)
         if msg.startswith(str(path)):
             msg = msg[len(str(path)):].lstrip(" :")
         if msg.startswith("(array "):  # "(array 'A'): holds Python objects ..." -> "array 'A' holds Python objects ..."
@@ -146,14 +150,14 @@ def _check_text_parts(folder: Path) -> None:
         try:
             parse(p.read_text())
         except (OSError, ValueError, UnicodeDecodeError) as exc:  # TOMLDecodeError and JSONDecodeError are ValueErrors
-            raise RunFileError(f"{p} cannot be read ({_one_line(exc)}); the run folder is damaged") from None
+            raise RunFileError(f"{p} cannot be read ({one_line(exc)}); the run folder is damaged") from None
 
 
 def _check_parts(folder: Path, kind: str) -> bool:
     """Check every array file of a run folder before anything is read or written; a mesh
     run's snapshots need its mesh.npz. Returns whether the run has snapshots."""
     snaps = folder / "snapshots.npz"
-    parts = [snaps] if snaps.exists() or snaps.is_symlink() else _snapshot_files(folder)
+    parts = [snaps] if snaps.exists() or snaps.is_symlink() else RunFolder(folder).snapshot_files()
     has_snapshots = bool(parts)
     for name in ("mesh.npz", "weights.npz"):
         if (folder / name).exists():
@@ -196,7 +200,7 @@ def _weights(folder: Path) -> dict:
     try:
         path = WeightPath.load(p)
     except (OSError, ValueError, KeyError) as exc:
-        raise RunFileError(f"{p} cannot be read as a weight path ({_one_line(exc)}); the run folder is damaged") from None
+        raise RunFileError(f"{p} cannot be read as a weight path ({one_line(exc)}); the run folder is damaged") from None
     dims = ("time_w", "head", "i", "j")
     if path.is_gradient:
         data = {"D": (dims, np.asarray(path.A), {"long_name": "gradient-head matrices D_h(t) (A = D, V = s D)", "units": _DIMLESS})}
@@ -215,7 +219,7 @@ def check_run_parts(run_dir) -> None:
     folder = Path(run_dir)
     _check_text_parts(folder)  # before run_kind reads config.toml
     kind = run_kind(folder)
-    for f in _mc_paths(folder) if kind == "montecarlo" else [folder]:
+    for f in RunFolder(folder).monte_carlo_paths() if kind == "montecarlo" else [folder]:
         if f is not folder:
             _check_text_parts(f)
         _check_parts(f, run_kind(f) if f is not folder else kind)
@@ -226,11 +230,11 @@ def _open_single(folder: Path):
     data_vars, coords, attrs = {}, {}, {}
     kind = run_kind(folder)
     snaps = None
-    if (folder / "snapshots.npz").exists() or _snapshot_files(folder):  # checked by open_run (check_run_parts)
+    if (folder / "snapshots.npz").exists() or RunFolder(folder).snapshot_files():  # checked by open_run (check_run_parts)
         try:
             snaps = load_snapshots(folder)
         except (OSError, ValueError, KeyError) as exc:  # read by the checks above: a content problem (shapes, keys)
-            raise RunFileError(f"{folder}: its snapshots cannot be read ({_one_line(exc)}); the run folder is damaged") from None
+            raise RunFileError(f"{folder}: its snapshots cannot be read ({one_line(exc)}); the run folder is damaged") from None
     if snaps is not None:
         coords["time"] = ("time", snaps.t, {"long_name": "time of the snapshot", "units": _DIMLESS})
         if snaps.rho is not None:
@@ -293,7 +297,7 @@ def open_run(run_dir):
         raise FileNotFoundError(f"{folder}: no such run folder")
     check_run_parts(folder)  # every part of the run (and of its paths) before anything is read
     if run_kind(folder) == "montecarlo":
-        paths = _mc_paths(folder)
+        paths = RunFolder(folder).monte_carlo_paths()
         if not paths:
             raise NotARunFolderError(f"{folder}: a Monte-Carlo folder without path-NNN runs")
         sets = [_open_single(p) for p in paths]
@@ -314,7 +318,7 @@ def open_sweep(sweep_dir):
     try:
         df = pd.read_csv(path)
     except (OSError, ValueError, UnicodeDecodeError) as exc:
-        raise RunFileError(f"{path} cannot be read as a results table ({_one_line(exc)}); nothing was written") from None
+        raise RunFileError(f"{path} cannot be read as a results table ({one_line(exc)}); nothing was written") from None
     df.index.name = "run"
     ds = df.to_xarray()
     ds.attrs.update({"title": f"spherepde sweep {Path(sweep_dir).name}", "Conventions": "CF-1.10"})
@@ -323,8 +327,6 @@ def open_sweep(sweep_dir):
 
 def _run_folder_above(path: Path) -> Path | None:
     """The run folder (a folder carrying the run marker) that ``path`` is or lies in, else None."""
-    from spherepde.runs.folder import MARKER
-
     for p in (path, *path.parents):
         try:
             if (p / MARKER).is_file():
@@ -377,7 +379,7 @@ def _with_mesh_topology(ds, folder: Path):
     from the file alone."""
     if "rho" not in ds or "cell" not in ds.dims:
         return ds
-    paths = [folder] + _mc_paths(folder)
+    paths = [folder] + RunFolder(folder).monte_carlo_paths()
     mesh_file = next((p / "mesh.npz" for p in paths if (p / "mesh.npz").is_file()), None)
     if mesh_file is None:
         return ds

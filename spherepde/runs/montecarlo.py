@@ -18,32 +18,14 @@ from pathlib import Path
 
 import numpy as np
 
-from spherepde._base import atomic_write_text
+from spherepde._base import atomic_write_text, one_line
 from spherepde.runs.config import Config, config_to_toml
-from spherepde.runs.folder import (
-    MARKER,
-    RunFolderError,
-    _acquire,
-    _check_config_unchanged,
-    _check_layout,
-    _check_out_path,
-    _create_folder,
-    _damaged,
-    _folder_lock,
-    _one_line,
-    _read_summary,
-    _refuse_existing,
-    _RunFolder,
-    _writing,
-    check_run_target,
-)
-from spherepde.runs.folders import read_diagnostics
+from spherepde.runs.runfolder import MARKER, RunFolder, RunFolderError, check_run_target, read_diagnostics, writing
 from spherepde.runs.runner import (
     RunAborted,
     RunFailedError,
     RunResult,
     _failure_message,
-    _load_run_config,
     _try,
     _versions,
     build_mesh,
@@ -73,24 +55,22 @@ def monte_carlo(cfg: Config, *, paths: int | None = None, out=None, force: bool 
     paths = cfg.montecarlo.paths if paths is None else paths
     folder = Path(out) if out is not None else Path(cfg.run.out) / (cfg.run.name or default_run_name(cfg).replace("-seed", "-mc-seed"))
     check_run_target(out, folder, cfg)
-    lock = _folder_lock(folder)
-    exists = _check_out_path(folder)
-    if exists:
-        _refuse_existing(folder, force, lock, what="Monte-Carlo folder")
+    rf = RunFolder(folder)
+    exists = rf.check_new(force=force, what="Monte-Carlo folder")
     # check the inputs (files, shapes) before writing or deleting anything
     with np.errstate(all="ignore"):
         path0 = build_weight_path(cfg)
         build_solver(cfg, path0, mesh=build_mesh(cfg) if cfg.run.solver in ("mesh", "both") else None)
     del path0
-    _create_folder(folder, cfg, lock, replace=exists, kind="monte-carlo", force=force)
-    return _mc_execute(cfg, folder, paths, lock=lock, progress=progress, resuming=False)
+    rf.create(cfg, kind="monte-carlo", replace=exists, force=force)
+    return _mc_execute(cfg, folder, paths, lock=rf.lock, progress=progress, resuming=False)
 
 
 def _mc_execute(cfg: Config, folder: Path, paths: int, *, lock, progress, resuming: bool) -> RunResult:
     try:
         try:
             if not resuming:
-                with _writing(folder / "config.toml"):
+                with writing(folder / "config.toml"):
                     atomic_write_text(folder / "config.toml", config_to_toml(cfg))
                 _write_mc_summary(folder, cfg, paths, "running")
             return _monte_carlo_paths(cfg, folder, paths, progress=progress, resuming=resuming)
@@ -117,7 +97,7 @@ def _write_mc_summary(folder: Path, cfg: Config, paths: int, status: str, extra:
     if status != "completed":
         summary["resume_command"] = f"spherepde resume {folder}"
     summary.update(extra or {})
-    with _writing(folder / "summary.json"):
+    with writing(folder / "summary.json"):
         atomic_write_text(folder / "summary.json", json.dumps(summary, indent=2, default=lambda x: None))
 
 
@@ -145,10 +125,11 @@ def _monte_carlo_paths_logged(cfg: Config, folder: Path, paths: int, *, progress
     results = []
     for i, seed in enumerate(_mc_seeds(cfg, paths)):
         sub = folder / f"path-{i:03d}"
-        status = _read_summary(sub).get("status") if resuming else None
+        rf = RunFolder(sub)
+        status = rf.read_summary().get("status") if resuming else None
         if status == "completed":
             res = RunResult(sub, "completed", read_diagnostics(sub / "diagnostics.csv", malformed="raise"))
-        elif resuming and (sub / "config.toml").is_file() and ((sub / MARKER).is_file() or any(p.exists() for p in _RunFolder(sub).checkpoint_paths())):
+        elif resuming and (sub / "config.toml").is_file() and ((sub / MARKER).is_file() or rf.has_checkpoint()):
             res = resume_run(sub, progress=progress)
         else:
             res = run(cfg, out=sub, force=resuming, progress=progress, seed=seed)
@@ -163,7 +144,7 @@ def _monte_carlo_paths_logged(cfg: Config, folder: Path, paths: int, *, progress
     std = {c: stack[c].std(axis=0, ddof=1) if paths > 1 else np.zeros_like(mean[c]) for c in cols}
     q05, q95 = ({c: np.quantile(stack[c], q, axis=0) for c in cols} for q in (0.05, 0.95))  # the 5-95 % band of the plots
     for name, table in (("diagnostics_mean.csv", mean), ("diagnostics_std.csv", std), ("diagnostics_q05.csv", q05), ("diagnostics_q95.csv", q95)):
-        with _writing(folder / name), open(folder / name, "w", newline="") as fh:
+        with writing(folder / name), open(folder / name, "w", newline="") as fh:
             w = csv.writer(fh)
             w.writerow(cols)
             for k in range(len(table["t"])):
@@ -176,19 +157,19 @@ def _monte_carlo_paths_logged(cfg: Config, folder: Path, paths: int, *, progress
 
 
 def _resume_monte_carlo(folder: Path, summary: dict, *, progress, force: bool = False) -> RunResult:
-    lock = _folder_lock(folder)
-    _acquire(lock, folder, force=force)
+    rf = RunFolder(folder)
+    rf.acquire(force=force)
     try:
-        cfg = _load_run_config(folder)
-        _check_config_unchanged(folder)
+        cfg = rf.load_config()
+        rf.check_config_unchanged()
         try:
             paths = int(summary["paths"])
         except (TypeError, ValueError) as exc:
-            raise RunFolderError(_damaged(folder, f"summary.json has no valid number of paths ({_one_line(exc)})")) from exc
+            raise rf.damaged(f"summary.json has no valid number of paths ({one_line(exc)})") from exc
     except BaseException:
-        lock.release()
+        rf.release()
         raise
-    return _mc_execute(cfg, folder, paths, lock=lock, progress=progress, resuming=True)
+    return _mc_execute(cfg, folder, paths, lock=rf.lock, progress=progress, resuming=True)
 
 
 def resume(folder, *, progress: bool | None = None, overrides: dict | None = None, force: bool = False) -> RunResult:
@@ -200,8 +181,9 @@ def resume(folder, *, progress: bool | None = None, overrides: dict | None = Non
     """
     folder = Path(folder)
     if folder.is_dir() and (folder / "config.toml").exists():
-        _check_layout(folder)
-        summary = _read_summary(folder)
+        rf = RunFolder(folder)
+        rf.check_layout()
+        summary = rf.read_summary()
         if "paths" in summary:  # a Monte-Carlo folder
             if overrides:
                 raise RunFolderError(f"{folder} is a Monte-Carlo folder; extend its path-NNN runs one by one (spherepde resume PATH --set solver.T=...)")

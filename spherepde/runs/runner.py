@@ -1,6 +1,6 @@
 """Runs: from a :class:`~spherepde.runs.config.Config` to a self-describing run folder.
 
-A run folder holds
+A run folder holds (:data:`spherepde.runs.runfolder.LAYOUT` lists every file it can hold)
 
 * ``config.toml`` -- the resolved configuration (every key);
 * ``summary.json`` -- status, versions, seed, wall time, final diagnostics;
@@ -29,7 +29,7 @@ Failures while running (a solver error, a non-finite diagnostic, a collapsed tim
 a full disk) raise :class:`RunFailedError` with a one-line message: the folder keeps what
 was written, ``summary.json`` says ``"failed"`` and ``run.log`` holds the traceback.
 
-The folder itself (layout, marker, lock, atomic writes) is :mod:`spherepde.runs.folder`;
+The folder itself (layout, marker, lock, checkpoints, snapshots) is :class:`spherepde.runs.runfolder.RunFolder`;
 Monte-Carlo runs are :mod:`spherepde.runs.montecarlo`.
 """
 
@@ -50,7 +50,7 @@ from pathlib import Path
 
 import numpy as np
 
-from spherepde._base import __version__, atomic_write_text, load_arrays
+from spherepde._base import __version__, atomic_write_text, load_arrays, one_line
 from spherepde.model.columns import undefined_without_energy
 from spherepde.model.weights import (
     FrozenProcess,
@@ -61,36 +61,20 @@ from spherepde.model.weights import (
     weight_path_from_arrays,
 )
 from spherepde.runs import interrupt as _interrupt
-from spherepde.runs.config import Config, config_to_toml, load_config
-from spherepde.runs.folder import (
+from spherepde.runs.config import Config, config_to_toml
+from spherepde.runs.progress import ProgressBar
+from spherepde.runs.runfolder import (
     LOCK_FILE,
     MARKER,
     RunExistsError,
+    RunFolder,
     RunFolderError,
     RunLockedError,
-    _acquire,
-    _check_config_unchanged,
-    _check_layout,
-    _check_out_path,
-    _clear_generated,
-    _create_folder,
-    _damaged,
-    _finalise_snapshots,
-    _folder_lock,
-    _load_part,
-    _one_line,
-    _read_summary,
-    _refuse_existing,
-    _remove_stale_temporaries,
-    _RunFolder,
-    _state_scalars,
-    _write_marker,
-    _write_snapshot,
-    _writing,
     check_run_target,
+    read_diagnostics,
+    state_scalars,
+    writing,
 )
-from spherepde.runs.folders import read_diagnostics
-from spherepde.runs.progress import ProgressBar
 
 log = logging.getLogger(__name__)
 
@@ -487,7 +471,7 @@ def _nonfinite_message(row: dict, bad: list, t: float, r: int) -> str:
     )
 
 
-def _loop(cfg: Config, rf: _RunFolder, solver, path: WeightPath, mesh, *, start_record: int, wall0: float, progress: bool, estimate: int | None = None) -> str:
+def _loop(cfg: Config, rf: RunFolder, solver, path: WeightPath, mesh, *, start_record: int, wall0: float, progress: bool, estimate: int | None = None) -> str:
     """Advance the solver record by record; returns 'completed' or 'interrupted'.
 
     Ctrl-C / SIGTERM is seen between steps: the state is checkpointed where it is (between
@@ -532,7 +516,7 @@ def _loop(cfg: Config, rf: _RunFolder, solver, path: WeightPath, mesh, *, start_
                 row = solver.record()
                 if columns is None:
                     columns = list(row)
-                with _writing(rf.csv):
+                with writing(rf.csv):
                     if columns is not None and fh.tell() == 0:
                         writer.writerow(columns)
                     writer.writerow([repr(float(row[c])) for c in columns])
@@ -541,7 +525,7 @@ def _loop(cfg: Config, rf: _RunFolder, solver, path: WeightPath, mesh, *, start_
                 if bad:
                     raise NonFiniteDiagnostic(_nonfinite_message(row, bad, t_r, r))
                 if r % snap_every == 0 or r == n_records:
-                    _write_snapshot(rf, r // snap_every if r % snap_every == 0 else (n_records + snap_every - 1) // snap_every, t_r, solver, mesh if cfg.output.vtk else None, tokens_vtk=cfg.output.vtk)
+                    rf.write_snapshot(r // snap_every if r % snap_every == 0 else (n_records + snap_every - 1) // snap_every, t_r, solver, mesh if cfg.output.vtk else None, tokens_vtk=cfg.output.vtk)
                 if budget.estimate is not None and 0 < r < n_records and r >= quarter * n_records / 4:
                     quarter = 1 + int(4 * r / n_records)
                     left = _step_estimate(solver, cfg, t_r)
@@ -571,7 +555,7 @@ def _merge_events(solver) -> dict | None:
     return {"merges": [{"t": t, "m1": m1, "m2": m2, "angle_rad": a} for t, m1, m2, a in ms.merges]}
 
 
-def _write_summary(rf: _RunFolder, cfg: Config, status: str, wall: float, extra: dict | None = None, *, session: float | None = None) -> dict:
+def _write_summary(rf: RunFolder, cfg: Config, status: str, wall: float, extra: dict | None = None, *, session: float | None = None) -> dict:
     """summary.json: ``wall`` is the wall time since the run started (over all sessions), ``session``
     that of this session alone (a resume; None: the same as ``wall``)."""
     try:
@@ -596,10 +580,10 @@ def _write_summary(rf: _RunFolder, cfg: Config, status: str, wall: float, extra:
 
             summary["initial_from_run"] = branch_point(cfg.initial.run, cfg.initial.time).to_dict()
         except (OSError, ValueError) as exc:  # the source run went away meanwhile: say so, keep the summary
-            summary["initial_from_run"] = {"run": cfg.initial.run, "requested_time": cfg.initial.time, "error": _one_line(exc)}
+            summary["initial_from_run"] = {"run": cfg.initial.run, "requested_time": cfg.initial.time, "error": one_line(exc)}
     if extra:
         summary.update(extra)
-    with _writing(rf.folder / "summary.json"):
+    with writing(rf.folder / "summary.json"):
         atomic_write_text(rf.folder / "summary.json", json.dumps(summary, indent=2))
     return summary
 
@@ -618,7 +602,7 @@ def _failure_message(exc: BaseException, folder: Path, *, t: float | None = None
         where = exc.filename or folder
         kept = f" up to its last checkpoint (t = {checkpoint_t:.6g})" if checkpoint_t is not None else ""
         return f"disk full while writing {where}; the run folder {folder} keeps what was written{kept} -- free some space, then continue with: spherepde resume {folder}"
-    text = _one_line(exc)
+    text = one_line(exc)
     if isinstance(exc, OSError) and exc.filename and exc.strerror:
         text = f"cannot write {exc.filename}: {exc.strerror}"
     elif not (isinstance(exc, ValueError) or type(exc).__module__.startswith("spherepde")):
@@ -627,7 +611,7 @@ def _failure_message(exc: BaseException, folder: Path, *, t: float | None = None
     return f"run failed{at}: {text} (the folder {folder} keeps what was written; traceback in {folder / 'run.log'})"
 
 
-def _execute(cfg: Config, rf: _RunFolder, solver, path: WeightPath, mesh, *, lock, start_record: int, wall0: float, progress: bool,
+def _execute(cfg: Config, rf: RunFolder, solver, path: WeightPath, mesh, *, lock, start_record: int, wall0: float, progress: bool,
              fresh: bool, estimate: int | None = None, before=None, session0: float | None = None) -> RunResult:
     """Write (fresh: the start files), run the loop and the summary, holding ``lock``.
 
@@ -647,12 +631,12 @@ def _execute(cfg: Config, rf: _RunFolder, solver, path: WeightPath, mesh, *, loc
                 if before is not None:
                     before()
                 if fresh:
-                    with _writing(folder / "config.toml"):
+                    with writing(folder / "config.toml"):
                         atomic_write_text(folder / "config.toml", config_to_toml(cfg))
-                    with _writing(folder / "weights.npz"):
+                    with writing(folder / "weights.npz"):
                         path.save(folder / "weights.npz")
                     if mesh is not None:
-                        with _writing(folder / "mesh.npz"):
+                        with writing(folder / "mesh.npz"):
                             mesh.save(folder / "mesh.npz")
                     _write_summary(rf, cfg, "running", 0.0)
                     log.info("run %s: solver %s, H = %d, T = %g%s", folder, cfg.run.solver, cfg.model.H, cfg.solver.T,
@@ -672,7 +656,7 @@ def _execute(cfg: Config, rf: _RunFolder, solver, path: WeightPath, mesh, *, loc
                 else:
                     status = _loop(cfg, rf, solver, path, mesh, start_record=start_record, wall0=wall0, progress=progress, estimate=estimate)
                 if status == "completed":
-                    _finalise_snapshots(rf, cfg)
+                    rf.finalise_snapshots(cfg)
                 _write_summary(rf, cfg, status, time.monotonic() - wall0, _merge_events(solver), session=session())
                 steps = getattr(solver, "step_count", None)
                 log.info("run %s: %s in %.1f s%s%s", folder, status, session(),
@@ -695,36 +679,29 @@ def _execute(cfg: Config, rf: _RunFolder, solver, path: WeightPath, mesh, *, loc
     return RunResult(folder, status, read_diagnostics(rf.csv, malformed="raise"))
 
 
-def _load_run_config(folder: Path) -> Config:
-    try:
-        return load_config(folder / "config.toml")
-    except (ValueError, OSError) as exc:  # ConfigError, UnicodeDecodeError, unreadable file
-        raise RunFolderError(_damaged(folder, f"config.toml cannot be read ({_one_line(exc)})")) from exc
-
-
-def _csv_to_keep(folder: Path, rf: _RunFolder, cfg: Config, r0: int) -> str | None:
+def _csv_to_keep(rf: RunFolder, cfg: Config, r0: int) -> str | None:
     """Check diagnostics.csv against a checkpoint at record r0; the text to keep if rows beyond it must go."""
     if not rf.csv.is_file():
-        raise RunFolderError(_damaged(folder, "diagnostics.csv is missing"))
+        raise rf.damaged("diagnostics.csv is missing")
     try:
         with open(rf.csv, newline="") as fh:
             text = fh.read()
         lines = text.splitlines(keepends=True)
         rows = list(csv.reader(lines[: r0 + 2]))
     except (OSError, ValueError, csv.Error) as exc:
-        raise RunFolderError(_damaged(folder, f"diagnostics.csv cannot be read ({_one_line(exc)})")) from exc
+        raise rf.damaged(f"diagnostics.csv cannot be read ({one_line(exc)})") from exc
     if len(rows) < r0 + 2:
-        raise RunFolderError(_damaged(folder, f"diagnostics.csv holds {max(len(rows) - 1, 0)} records, but the checkpoint is at record {r0}"))
+        raise rf.damaged(f"diagnostics.csv holds {max(len(rows) - 1, 0)} records, but the checkpoint is at record {r0}")
     header = rows[0]
     if "t" not in header or any(len(r) != len(header) for r in rows[1:]):
-        raise RunFolderError(_damaged(folder, "diagnostics.csv has malformed rows before the checkpoint"))
+        raise rf.damaged("diagnostics.csv has malformed rows before the checkpoint")
     expect = _record_time(cfg, r0)
     try:
         t_row = float(rows[r0 + 1][header.index("t")])
     except ValueError as exc:
-        raise RunFolderError(_damaged(folder, f"diagnostics.csv record {r0} has no valid time")) from exc
+        raise rf.damaged(f"diagnostics.csv record {r0} has no valid time") from exc
     if not abs(t_row - expect) <= 1e-9 * max(1.0, cfg.solver.T):
-        raise RunFolderError(_damaged(folder, f"diagnostics.csv record {r0} is at t = {t_row:.6g}, but the checkpoint's record {r0} is at t = {expect:.6g}"))
+        raise rf.damaged(f"diagnostics.csv record {r0} is at t = {t_row:.6g}, but the checkpoint's record {r0} is at t = {expect:.6g}")
     if len(lines) > r0 + 2 or not lines[r0 + 1].endswith(("\n", "\r")):
         return "".join(lines[: r0 + 2])
     return None
@@ -754,16 +731,14 @@ def run(cfg: Config, *, out: str | Path | None = None, force: bool = False, prog
         cfg = cfg.with_overrides({"weights.seed": seed})
     folder = Path(out) if out is not None else Path(cfg.run.out) / (cfg.run.name or default_run_name(cfg))
     check_run_target(out, folder, cfg)
-    lock = _folder_lock(folder)
-    exists = _check_out_path(folder)
-    if exists:
-        _refuse_existing(folder, force, lock)
+    rf = RunFolder(folder)
+    exists = rf.check_new(force=force)
     progress = sys.stderr.isatty() if progress is None else progress
     wall0 = time.monotonic()
     # build everything before writing (or deleting) anything, so bad input leaves the disk as it was
     path, mesh, solver, estimate = _build(cfg)
-    _create_folder(folder, cfg, lock, replace=exists, kind="run", force=force)
-    return _execute(cfg, _RunFolder(folder), solver, path, mesh, lock=lock, start_record=0, wall0=wall0, progress=progress, fresh=True, estimate=estimate)
+    rf.create(cfg, kind="run", replace=exists, force=force)
+    return _execute(cfg, rf, solver, path, mesh, lock=rf.lock, start_record=0, wall0=wall0, progress=progress, fresh=True, estimate=estimate)
 
 
 #: The keys ``resume --set`` accepts: extending a run to a later time changes nothing else.
@@ -805,7 +780,7 @@ def _extended_path(folder: Path, old: WeightPath, cfg_new: Config) -> WeightPath
     try:
         new = build_weight_path(cfg_new)
     except (ValueError, OSError) as exc:
-        raise RunFolderError(f"cannot extend the weight path of {folder} to T = {cfg_new.solver.T:g}: {_one_line(exc)}") from None
+        raise RunFolderError(f"cannot extend the weight path of {folder} to T = {cfg_new.solver.T:g}: {one_line(exc)}") from None
     K = old.K
     same = new.K >= K and new.dt == old.dt and all(
         np.array_equal(getattr(new, k)[: K + (0 if k == "dM" else 1)], getattr(old, k)) for k in ("A", "V", "drift", "dM")
@@ -837,25 +812,25 @@ def resume(folder, *, progress: bool | None = None, overrides: dict | None = Non
     overrides = dict(overrides or {})
     if not folder.is_dir() or not (folder / "config.toml").exists():
         raise FileNotFoundError(f"{folder} is not a spherepde run folder (no config.toml)")
-    _check_layout(folder)
-    summary = _read_summary(folder)
+    rf = RunFolder(folder)
+    rf.check_layout()
+    summary = rf.read_summary()
     if "paths" in summary:  # a Monte-Carlo folder: spherepde.runs.montecarlo.resume continues it
         raise RunFolderError(f"{folder} is a Monte-Carlo folder; continue it with spherepde.resume (spherepde.runs.montecarlo.resume)")
     progress = sys.stderr.isatty() if progress is None else progress
-    lock = _folder_lock(folder)
-    _acquire(lock, folder, force=force)
+    lock = rf.lock
+    rf.acquire(force=force)
     try:
-        cfg = _load_run_config(folder)
-        _check_config_unchanged(folder)
-        _remove_stale_temporaries(folder)
+        cfg = rf.load_config()
+        rf.check_config_unchanged()
+        rf.remove_stale_temporaries()
         cfg_new = _extended_config(folder, cfg, overrides) if overrides else None
-        rf = _RunFolder(folder)
-        if not any(p.exists() for p in rf.checkpoint_paths()):
+        if not rf.has_checkpoint():
             if cfg_new is not None:
                 raise RunFolderError(f"{folder} has no checkpoint to extend; resume it first (spherepde resume {folder})")
             return _restart(folder, cfg, rf, summary, lock=lock, progress=progress)
         state, meta = rf.read_checkpoint()
-        _check_counts(folder, state, meta)
+        _check_counts(rf, state, meta)
         try:
             r0 = int(meta["record"])
             wall = float(meta.get("wall", 0.0))
@@ -866,7 +841,7 @@ def resume(folder, *, progress: bool | None = None, overrides: dict | None = Non
             estimate = meta.get("step_estimate")
             estimate = None if estimate is None else int(estimate)
         except (KeyError, TypeError, ValueError) as exc:
-            raise RunFolderError(_damaged(folder, f"the checkpoint has no valid record number ({_one_line(exc)})")) from exc
+            raise rf.damaged(f"the checkpoint has no valid record number ({one_line(exc)})") from exc
         if cfg_new is None and r0 >= _n_records(cfg) and summary.get("status") == "completed":
             lock.release()
             log.warning("%s is complete (T = %g): nothing to resume; extend it with: spherepde resume %s --set solver.T=...",
@@ -874,36 +849,36 @@ def resume(folder, *, progress: bool | None = None, overrides: dict | None = Non
             try:
                 return RunResult(folder, "completed", read_diagnostics(rf.csv, malformed="raise"))
             except (OSError, ValueError) as exc:
-                raise RunFolderError(_damaged(folder, f"diagnostics.csv cannot be read ({_one_line(exc)})")) from exc
-        path = _load_part(folder, "weights.npz", WeightPath.load)
+                raise rf.damaged(f"diagnostics.csv cannot be read ({one_line(exc)})") from exc
+        path = rf.load_part("weights.npz", WeightPath.load)
         if cfg_new is not None:
             path = _extended_path(folder, path, cfg_new)
         mesh = None
         if cfg.run.solver in ("mesh", "both"):
             from spherepde.geometry.mesh import SphereMesh
 
-            mesh = _load_part(folder, "mesh.npz", SphereMesh.load)
+            mesh = rf.load_part("mesh.npz", SphereMesh.load)
         with np.errstate(all="ignore"):
             solver = build_solver(cfg_new or cfg, path, mesh=mesh)
         try:
-            solver.set_state(_state_scalars(state))
+            solver.set_state(state_scalars(state))
         except (KeyError, TypeError, ValueError) as exc:
-            raise RunFolderError(_damaged(folder, f"the checkpoint does not fit the run ({_one_line(exc)})")) from exc
-        keep = _csv_to_keep(folder, rf, cfg, r0)
+            raise rf.damaged(f"the checkpoint does not fit the run ({one_line(exc)})") from exc
+        keep = _csv_to_keep(rf, cfg, r0)
     except BaseException:
         lock.release()
         raise
 
     def drop_rows():
         if keep is not None:
-            with _writing(rf.csv):
+            with writing(rf.csv):
                 atomic_write_text(rf.csv, keep)
             log.info("dropped the diagnostics rows written after the checkpoint (record %d)", r0)
         if cfg_new is not None:  # extend: the new end time, and the path that reaches it
             for name, write in (("weights.npz", lambda: path.save(folder / "weights.npz")),
                                 ("config.toml", lambda: atomic_write_text(folder / "config.toml", config_to_toml(cfg_new))),
-                                (MARKER, lambda: _write_marker(folder, cfg_new, "run"))):
-                with _writing(folder / name):
+                                (MARKER, lambda: rf.write_marker(cfg_new, "run"))):
+                with writing(folder / name):
                     write()
             log.info("extending %s from T = %g to T = %g", folder, cfg.solver.T, cfg_new.solver.T)
         if r0 < _n_records(cfg_new or cfg):
@@ -914,7 +889,7 @@ def resume(folder, *, progress: bool | None = None, overrides: dict | None = Non
                     progress=progress, fresh=False, estimate=estimate, before=drop_rows, session0=session0)
 
 
-def _check_counts(folder: Path, state: dict, meta: dict) -> None:
+def _check_counts(rf: RunFolder, state: dict, meta: dict) -> None:
     """The checkpoint's counters (record number, step counts) are whole numbers >= 0 (RunFolderError otherwise)."""
     counts = [("record number", meta.get("record")), ("step number", meta.get("step", 0))]
     counts += [("step count" if k == "step_count" else f"step count {k}" if k.endswith("step_count") else f"record count {k}", v)
@@ -924,24 +899,24 @@ def _check_counts(folder: Path, state: dict, meta: dict) -> None:
         ok = a is not None and a.ndim == 0 and a.dtype.kind in "iuf" and bool(np.isfinite(a)) and float(a) >= 0 and float(a) == np.floor(float(a))
         if not ok:
             shown = a.item() if a is not None and a.ndim == 0 else value
-            raise RunFolderError(_damaged(folder, f"the checkpoint's {name} is {' '.join(repr(shown).split())[:60]}, not a whole number >= 0"))
+            raise rf.damaged(f"the checkpoint's {name} is {' '.join(repr(shown).split())[:60]}, not a whole number >= 0")
 
 
-def _restart(folder: Path, cfg: Config, rf: _RunFolder, summary: dict, *, lock, progress) -> RunResult:
+def _restart(folder: Path, cfg: Config, rf: RunFolder, summary: dict, *, lock, progress) -> RunResult:
     """Resume of a run killed before its first checkpoint: start it again from t = 0 (lock held)."""
     if summary.get("status") == "completed" and rf.csv.is_file():  # checkpoints deleted after the end
         lock.release()
         try:
             return RunResult(folder, "completed", read_diagnostics(rf.csv, malformed="raise"))
         except (OSError, ValueError) as exc:
-            raise RunFolderError(_damaged(folder, f"diagnostics.csv cannot be read ({_one_line(exc)})")) from exc
+            raise rf.damaged(f"diagnostics.csv cannot be read ({one_line(exc)})") from exc
     wall0 = time.monotonic()
     path, mesh, solver, estimate = _build(cfg)
 
     def clear():
         log.warning("%s has no checkpoint (the run was stopped before its first one): starting it again from t = 0", folder)
-        _clear_generated(folder)
+        rf.clear_generated()
         if not (folder / MARKER).is_file():
-            _write_marker(folder, cfg, "run")
+            rf.write_marker(cfg, "run")
 
     return _execute(cfg, rf, solver, path, mesh, lock=lock, start_record=0, wall0=wall0, progress=progress, fresh=True, estimate=estimate, before=clear)

@@ -5,8 +5,8 @@ The data model behind the figures (:mod:`spherepde.viz.plots`) and ``spherepde c
 (:mod:`spherepde.runs.compare`). A *source* is a run folder, a Monte-Carlo folder (its
 ``path-NNN`` runs, or ``diagnostics_mean.csv``/``diagnostics_std.csv`` and
 ``diagnostics_q05/q95.csv`` when the path folders are gone), a dict of column arrays
-(:func:`spherepde.runs.folders.read_diagnostics`) or a list of such dicts (one per path).
-Tables are read with :func:`~spherepde.runs.folders.read_diagnostics`, leaving out the
+(:func:`spherepde.runs.runfolder.read_diagnostics`) or a list of such dicts (one per path).
+Tables are read with :func:`~spherepde.runs.runfolder.read_diagnostics`, leaving out the
 malformed rows of a run still writing (with a warning).
 """
 
@@ -20,7 +20,7 @@ import numpy as np
 
 from spherepde._base import load_arrays
 from spherepde.model.columns import PARTICLE_PREFIX
-from spherepde.runs.folders import read_diagnostics, run_config, run_kind
+from spherepde.runs.runfolder import RunFolder, read_diagnostics, run_config, run_kind
 
 __all__ = ["Band", "Series", "Track", "load_series", "solver_tracks", "defined", "distance_floor", "run_label"]
 
@@ -143,7 +143,7 @@ def load_series(source) -> Series:
             raise FileNotFoundError(f"{folder}: no diagnostics.csv; the run has recorded nothing yet")
         return Series([_read(csvp)], sign=sign, kind=kind, label=label, config=cfg)
     paths = []
-    for p in sorted(folder.glob("path-[0-9]*")):
+    for p in RunFolder(folder).monte_carlo_paths():
         if (p / "diagnostics.csv").is_file():
             paths.append(_read(p / "diagnostics.csv"))
     n = len(paths[0]["t"]) if paths else 0

@@ -20,7 +20,7 @@ Monte-Carlo folder (the mean over its ``path-NNN`` runs with a band of one stand
 error of the mean and a 5-95 % quantile band, both kept positive on log axes; from
 ``diagnostics_mean.csv``/``diagnostics_std.csv`` (and ``diagnostics_q05/q95.csv``) when the
 path folders are gone), a dict of column arrays
-(:func:`spherepde.runs.folders.read_diagnostics`) or a list of such dicts (one per path).
+(:func:`spherepde.runs.runfolder.read_diagnostics`) or a list of such dicts (one per path).
 The data behind the figures (:class:`~spherepde.runs.series.Series`, its bands and tracks)
 is :mod:`spherepde.runs.series`; this module only draws.
 
@@ -659,7 +659,7 @@ def write_figures(run_dir, out_dir=None, *, formats=("png",), times=None, projec
     s = load_series(folder)
     snaps = None
     if s.kind != "montecarlo":  # read and check every input (snapshots, mesh, times) before writing anything
-        from spherepde.runs.folders import load_snapshots
+        from spherepde.runs.runfolder import load_snapshots
         from spherepde.viz.common import snap_times
 
         try:

@@ -17,7 +17,7 @@ Public functions
 :func:`interactive_viewer`
     a window with a time slider (needs a display).
 :func:`load_snapshots`, :func:`run_kind`
-    reading run folders (:mod:`spherepde.runs.folders`, re-exported here).
+    reading run folders (:mod:`spherepde.runs.runfolder`, re-exported here).
 
 Run folders are described in :mod:`spherepde.runs.runner`: snapshots come from
 ``snapshots.npz`` (``t`` (S,), ``rho`` (S, n_cells) or ``X`` (S, n, d)) or, while a run
@@ -41,7 +41,7 @@ from pathlib import Path
 import numpy as np
 
 from spherepde._base import atomic_file
-from spherepde.runs.folders import (  # re-exported: reading runs is part of this module's API
+from spherepde.runs.runfolder import (  # re-exported: reading runs is part of this module's API
     NotARunFolderError,
     RunSnapshots,
     load_snapshots,

@@ -78,7 +78,7 @@ def _finite(v) -> float | None:
 def summarise_run(folder, t_min: float = 0.0, columns=SUMMARY_COLUMNS) -> dict:
     """Final values and time averages over t >= t_min of ``columns`` of a run folder
     (a Monte-Carlo folder: of its mean over paths), plus status and wall time."""
-    from spherepde.runs.folders import read_diagnostics
+    from spherepde.runs.runfolder import read_diagnostics
 
     folder = Path(folder)
     summary = json.loads((folder / "summary.json").read_text())
