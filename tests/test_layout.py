@@ -292,3 +292,19 @@ def test_reference_kernels_are_private_to_the_tests():
             if isinstance(n, ast.Assign) and any(getattr(t, "id", None) == "__all__" for t in n.targets):
                 offenders += [f"{m}.__all__: {x}" for x in ast.literal_eval(n.value) if x.endswith("_reference")]
     assert not offenders, offenders
+
+
+def test_no_private_name_crosses_a_module_boundary_of_another_unit():
+    """A module uses another subpackage's public names only: no ``from spherepde.X.y import _name``
+    from a module of a different unit (subpackage), lazy imports included."""
+    offenders = []
+    for path in PKG.rglob("*.py"):
+        rel = path.relative_to(PKG)
+        unit = rel.parts[0] if len(rel.parts) > 1 else rel.stem
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("spherepde.") and node.level == 0:
+                target = node.module.split(".")[1]
+                private = [a.name for a in node.names if a.name.startswith("_") and not a.name.startswith("__")]
+                if target != unit and private:
+                    offenders.append(f"{rel}: from {node.module} import {', '.join(private)}")
+    assert not offenders, offenders

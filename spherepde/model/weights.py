@@ -231,7 +231,7 @@ def initial_matrices(kind: str, H: int, d: int, rng: np.random.Generator | None 
     if kind == "beta":
         return beta * np.broadcast_to(np.eye(d), (H, d, d)).copy()
     if kind == "file":
-        arr = _read_array(file, key="D0")
+        arr = read_array(file, key="D0")
         if arr.shape == (d, d):
             arr = np.broadcast_to(arr, (H, d, d)).copy()
         if arr.shape != (H, d, d):
@@ -246,7 +246,7 @@ def initial_matrices(kind: str, H: int, d: int, rng: np.random.Generator | None 
 PATH_KEYS = ("dt", "A", "V", "drift", "dM", "sigma", "heads", "sign")
 
 
-def _read_array(file, key: str) -> np.ndarray:
+def read_array(file, key: str) -> np.ndarray:
     if file is None:
         raise ValueError("a file path is required")
     path = Path(file)

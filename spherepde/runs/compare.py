@@ -180,14 +180,14 @@ def default_out(folders, *, cwd=None) -> Path:
         stem = stem[:120].rstrip("-_")
     if cwd is not None:
         return Path(cwd) / stem
-    from spherepde.runs.dataset import _run_folder_above
+    from spherepde.runs.runfolder import run_folder_above
 
     first = Path(folders[0])
     parent = first.parent
-    inside = _run_folder_above(parent.resolve())
+    inside = run_folder_above(parent.resolve())
     while inside is not None:  # runs/mc/path-000: next to the Monte-Carlo folder, not inside it
         parent = Path(inside).parent
-        inside = _run_folder_above(parent.resolve())
+        inside = run_folder_above(parent.resolve())
     return parent / stem
 
 
@@ -370,9 +370,9 @@ def _tracks(folders):
 
 
 def _check_out(out: Path, force: bool) -> None:
-    from spherepde.runs.dataset import _run_folder_above
+    from spherepde.runs.runfolder import run_folder_above
 
-    inside = _run_folder_above(out.resolve())
+    inside = run_folder_above(out.resolve())
     if inside is not None:
         raise CompareError(f"--out {out} lies inside the run folder {inside}; only 'spherepde run' and 'resume' write into a run folder -- choose another --out")
     if out.exists() and not out.is_dir():

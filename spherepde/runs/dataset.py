@@ -35,7 +35,6 @@ import numpy as np
 from spherepde._base import atomic_file, load_arrays, one_line
 from spherepde.model.columns import attributes as column_attributes
 from spherepde.runs.runfolder import (
-    MARKER,
     DiagnosticsError,
     NotARunFolderError,
     RunFolder,
@@ -43,6 +42,7 @@ from spherepde.runs.runfolder import (
     load_snapshots,
     read_diagnostics,
     run_config,
+    run_folder_above,
     run_kind,
 )
 
@@ -325,23 +325,12 @@ def open_sweep(sweep_dir):
     return ds
 
 
-def _run_folder_above(path: Path) -> Path | None:
-    """The run folder (a folder carrying the run marker) that ``path`` is or lies in, else None."""
-    for p in (path, *path.parents):
-        try:
-            if (p / MARKER).is_file():
-                return p
-        except OSError:  # a folder we may not look into
-            continue
-    return None
-
-
 def _check_target(target: Path, folder: Path) -> None:
     """Refuse an export into a run folder (only run and resume write there) or onto a folder."""
     resolved = target.resolve()
     if resolved.is_dir():
         raise IsADirectoryError(f"--netcdf {target} is a folder; give the name of the NetCDF file to write (e.g. {target / 'run.nc'})")
-    inside = _run_folder_above(resolved.parent)
+    inside = run_folder_above(resolved.parent)
     if inside is None and folder.is_dir() and resolved.is_relative_to(folder.resolve()):
         inside = folder
     if inside is not None:

@@ -25,14 +25,14 @@ from spherepde.runs.runner import (
     RunAborted,
     RunFailedError,
     RunResult,
-    _failure_message,
-    _try,
-    _versions,
+    best_effort,
     build_mesh,
     build_solver,
     build_weight_path,
     default_run_name,
+    failure_message,
     run,
+    versions,
 )
 from spherepde.runs.runner import resume as resume_run
 
@@ -75,14 +75,14 @@ def _mc_execute(cfg: Config, folder: Path, paths: int, *, lock, progress, resumi
                 _write_mc_summary(folder, cfg, paths, "running")
             return _monte_carlo_paths(cfg, folder, paths, progress=progress, resuming=resuming)
         except KeyboardInterrupt as exc:
-            _try("summary.json", _write_mc_summary, folder, cfg, paths, "interrupted")
+            best_effort("summary.json", _write_mc_summary, folder, cfg, paths, "interrupted")
             raise RunAborted(folder) from exc
         except RunFailedError as exc:
-            _try("summary.json", _write_mc_summary, folder, cfg, paths, "failed", {"error": str(exc)})
+            best_effort("summary.json", _write_mc_summary, folder, cfg, paths, "failed", {"error": str(exc)})
             raise
         except Exception as exc:
-            msg = _failure_message(exc, folder)
-            _try("summary.json", _write_mc_summary, folder, cfg, paths, "failed", {"error": msg})
+            msg = failure_message(exc, folder)
+            best_effort("summary.json", _write_mc_summary, folder, cfg, paths, "failed", {"error": msg})
             raise RunFailedError(msg, folder) from exc
     finally:
         lock.release()
@@ -93,7 +93,7 @@ def _mc_seeds(cfg: Config, paths: int) -> list[int]:
 
 
 def _write_mc_summary(folder: Path, cfg: Config, paths: int, status: str, extra: dict | None = None) -> None:
-    summary = {"status": status, "paths": paths, "seeds": _mc_seeds(cfg, paths), "versions": _versions()}
+    summary = {"status": status, "paths": paths, "seeds": _mc_seeds(cfg, paths), "versions": versions()}
     if status != "completed":
         summary["resume_command"] = f"spherepde resume {folder}"
     summary.update(extra or {})

@@ -51,7 +51,7 @@ __all__ = [
     "MARKER", "LOCK_FILE", "MARKER_KINDS", "VTK_RESERVE_BYTES", "RUN_KINDS", "CONDITIONS", "LayoutEntry", "LAYOUT",
     "RunExistsError", "RunLockedError", "RunFolderError", "NotARunFolderError", "DiagnosticsError", "MALFORMED",
     "RunFolder", "RunSnapshots", "read_diagnostics", "check_recorded", "run_config", "run_kind", "load_snapshots",
-    "check_run_target", "check_state_values", "marker_problem", "state_scalars", "writing",
+    "check_run_target", "check_state_values", "marker_problem", "state_scalars", "writing", "run_folder_above",
 ]
 
 
@@ -990,3 +990,14 @@ def load_snapshots(run_dir, *, strict: bool = False) -> RunSnapshots:
         if rho.shape[1] != mesh.n_cells:
             raise ValueError(f"{folder}: snapshots have {rho.shape[1]} cells but mesh.npz has {mesh.n_cells}")
     return RunSnapshots(folder, "mesh" if rho is not None else "particles", ts, rho, X, mesh, complete)
+
+
+def run_folder_above(path: Path) -> Path | None:
+    """The run folder (a folder carrying the run marker) that ``path`` is or lies in, else None."""
+    for p in (path, *path.parents):
+        try:
+            if (p / MARKER).is_file():
+                return p
+        except OSError:  # a folder we may not look into
+            continue
+    return None

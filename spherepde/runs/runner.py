@@ -174,9 +174,9 @@ def _build_weight_path(cfg: Config, *, seed: int | None = None) -> WeightPath:
         if is_saved_path:
             wp = WeightPath.load(path)
         else:
-            from spherepde.model.weights import _read_array
+            from spherepde.model.weights import read_array
 
-            wp = weight_path_from_arrays(_read_array(path, key="D"), w.dt, sign=m.sign)
+            wp = weight_path_from_arrays(read_array(path, key="D"), w.dt, sign=m.sign)
         from spherepde.runs.branch import path_fit_error
 
         problem = path_fit_error(wp, cfg, path)  # one line naming every key to set (H, d, weights.dt, record_dt, T)
@@ -337,7 +337,7 @@ def default_run_name(cfg: Config) -> str:
     return name(cfg)
 
 
-def _versions() -> dict:
+def versions() -> dict:
     import numba
     import scipy
 
@@ -571,7 +571,7 @@ def _write_summary(rf: RunFolder, cfg: Config, status: str, wall: float, extra: 
         "session_wall_time_s": wall if session is None else session,
         "records": len(diag.get("t", [])),
         "final": {k: (None if not math.isfinite(v) else v) for k, v in final.items()},
-        "versions": _versions(),
+        "versions": versions(),
         "resume_command": f"spherepde resume {rf.folder}",
     }
     if cfg.initial.kind == "run":
@@ -588,7 +588,7 @@ def _write_summary(rf: RunFolder, cfg: Config, status: str, wall: float, extra: 
     return summary
 
 
-def _try(what: str, fn, *args, handler=None, **kwargs) -> None:
+def best_effort(what: str, fn, *args, handler=None, **kwargs) -> None:
     """Best effort (after a failure): a second failure is only logged."""
     try:
         fn(*args, **kwargs)
@@ -596,7 +596,7 @@ def _try(what: str, fn, *args, handler=None, **kwargs) -> None:
         _log_to_file(handler, f"could not write {what}: {exc}", exc)
 
 
-def _failure_message(exc: BaseException, folder: Path, *, t: float | None = None, checkpoint_t: float | None = None) -> str:
+def failure_message(exc: BaseException, folder: Path, *, t: float | None = None, checkpoint_t: float | None = None) -> str:
     """The one-line message of a run that failed while running."""
     if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
         where = exc.filename or folder
@@ -664,12 +664,12 @@ def _execute(cfg: Config, rf: RunFolder, solver, path: WeightPath, mesh, *, lock
                          f", {steps} steps" + (f" (estimated at the start: {estimate})" if estimate and fresh else "") if steps is not None else "")
         except KeyboardInterrupt as exc:
             _log_to_file(handler, "aborted by a second interrupt; continue from the last checkpoint with: spherepde resume " + str(folder), exc)
-            _try("summary.json", _write_summary, rf, cfg, "interrupted", time.monotonic() - wall0, handler=handler, session=session())
+            best_effort("summary.json", _write_summary, rf, cfg, "interrupted", time.monotonic() - wall0, handler=handler, session=session())
             raise RunAborted(folder) from exc
         except Exception as exc:
-            msg = _failure_message(exc, folder, t=getattr(solver, "t", None), checkpoint_t=rf.last_checkpoint_t)
+            msg = failure_message(exc, folder, t=getattr(solver, "t", None), checkpoint_t=rf.last_checkpoint_t)
             _log_to_file(handler, msg, exc)
-            _try("summary.json", _write_summary, rf, cfg, "failed", time.monotonic() - wall0, {"error": msg}, handler=handler, session=session())
+            best_effort("summary.json", _write_summary, rf, cfg, "failed", time.monotonic() - wall0, {"error": msg}, handler=handler, session=session())
             raise RunFailedError(msg, folder) from exc
     finally:
         if handler is not None:

@@ -145,9 +145,9 @@ def initial_tokens(
         raise ValueError(f"tokens need d >= 2, got d = {d}")
     rng = np.random.default_rng(seed)
     if kind == "file":
-        from spherepde.model.weights import _read_array
+        from spherepde.model.weights import read_array
 
-        X = _read_array(file, key="X")
+        X = read_array(file, key="X")
         if X.ndim != 2 or X.shape[1] != d:
             raise ValueError(f"tokens in {file}: shape {X.shape}, expected (n, {d})")
         if X.shape[0] == 0:

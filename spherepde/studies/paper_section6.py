@@ -645,7 +645,7 @@ def plot(results, out_dir) -> list:
             from matplotlib.colors import Normalize
 
             from spherepde.geometry.meshfiles import icosphere
-            from spherepde.viz.plots import _lonlat, draw_cells
+            from spherepde.viz.plots import draw_cells, lon_lat
 
             mesh = icosphere(int(results["mesh"]["level"]))
             ncol = max(len(v["mesh_snapshots"]) for _, v in snapped)
@@ -659,7 +659,7 @@ def plot(results, out_dir) -> list:
                     ax.set_ylim(-90, 90)
                     pc = draw_cells(ax, mesh, np.asarray(rho, float), norm=Normalize(0.0, hi))
                     if b == len(items) - 1 and v.get("particles_snapshot_final"):
-                        lon, lat = _lonlat(np.asarray(v["particles_snapshot_final"], float))
+                        lon, lat = lon_lat(np.asarray(v["particles_snapshot_final"], float))
                         ax.scatter(np.degrees(lon), np.degrees(lat), s=3, c="crimson", edgecolors="none")
                     ax.set_aspect("equal")
                     ax.set_xticks(range(-180, 181, 90))

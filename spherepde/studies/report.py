@@ -317,9 +317,9 @@ def _check_grids(name: str, p: dict, changed: set) -> None:
 
 def _check_out(out: Path, force: bool) -> None:
     """The output folder must be a folder we can create or write into (OutputExistsError otherwise, nothing written)."""
-    from spherepde.runs.dataset import _run_folder_above
+    from spherepde.runs.runfolder import run_folder_above
 
-    inside = _run_folder_above(out.resolve())
+    inside = run_folder_above(out.resolve())
     if inside is not None:
         where = "is the run folder" if inside == out.resolve() else f"lies inside the run folder {inside}"
         raise OutputExistsError(f"--out {out} {where}; only 'spherepde run' and 'resume' write into a run folder -- choose another --out")

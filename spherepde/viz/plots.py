@@ -426,7 +426,7 @@ def plot_distances(source):
 
 
 # ============================================================================== density maps
-def _lonlat(P) -> tuple[np.ndarray, np.ndarray]:
+def lon_lat(P) -> tuple[np.ndarray, np.ndarray]:
     P = np.asarray(P, float)
     return np.arctan2(P[:, 1], P[:, 0]), np.arcsin(np.clip(P[:, 2] / np.linalg.norm(P, axis=1), -1.0, 1.0))
 
@@ -600,7 +600,7 @@ def plot_density_map(mesh, rho, *, t: float | None = None, projection: str = "eq
     k = 1.0 if radians else 180.0 / np.pi
     pc = draw_cells(ax, mesh, values, radians=radians, norm=norm, cmap=cmap)
     if tokens is not None:
-        lon, lat = _lonlat(np.asarray(tokens)[:, :3])
+        lon, lat = lon_lat(np.asarray(tokens)[:, :3])
         ax.scatter(lon * k, lat * k, s=4, c="crimson", edgecolors="none", label="tokens")
     label = RHO_LABEL + ("; arrows: values beyond the range" if extend != "neither" else "")
     fig.colorbar(pc, ax=ax, orientation="horizontal", shrink=0.7, pad=0.02, aspect=35, label=label, extend=extend)
@@ -618,7 +618,7 @@ def plot_token_map(X, *, t: float | None = None, projection: str = "equirectangu
     fig = Figure(figsize=(7.2, 3.9), layout="constrained")
     ax, radians = _map_axes(fig, projection)
     k = 1.0 if radians else 180.0 / np.pi
-    lon, lat = _lonlat(X)
+    lon, lat = lon_lat(X)
     ax.scatter(lon * k, lat * k, s=10, c="crimson", edgecolors="none", alpha=0.8)
     if not radians:
         ax.grid(True, alpha=0.3)

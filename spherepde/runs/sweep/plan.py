@@ -457,10 +457,10 @@ def check_out(folder: Path) -> None:
     a run folder; SweepError (one line, nothing written) otherwise."""
     import os
 
-    from spherepde.runs.dataset import _run_folder_above
+    from spherepde.runs.runfolder import run_folder_above
 
     try:
-        inside = _run_folder_above(folder)
+        inside = run_folder_above(folder)
         if inside is not None:
             raise SweepError(f"--out {folder} lies inside the run folder {inside}; only 'spherepde run' and 'resume' write into a run folder -- choose another --out")
         if folder.is_dir():
