@@ -56,6 +56,15 @@ def icosphere(n: int) -> SphereMesh:
     Each icosahedron face is split into ``n^2`` triangles and the ``10 n^2 + 2``
     vertices are projected to the sphere.  Cached per process (the same object is
     returned for the same ``n``).
+
+    Examples
+    --------
+    >>> import numpy as np, spherepde as sp
+    >>> mesh = sp.icosphere(4)
+    >>> mesh.n_cells
+    320
+    >>> bool(np.isclose(mesh.areas.sum(), 4 * np.pi))  # exact spherical areas
+    True
     """
     return _icosphere(_level(n))
 

@@ -106,6 +106,16 @@ def integrate(solver: Solver, times: Iterable[float], *, snapshots: bool = False
     -------
     Trajectory
         The rows (and snapshots) at ``times`` and the number of steps taken.
+
+    Examples
+    --------
+    >>> import spherepde as sp
+    >>> path = sp.generate_weight_path(sp.OUProcess(), H=2, d=3, T=0.1, dt=0.01, seed=0)
+    >>> traj = sp.integrate(sp.ParticleSolver(sp.initial_tokens("octahedral", 30, seed=0), path), (0.05, 0.1))
+    >>> [float(t) for t in traj.t]
+    [0.05, 0.1]
+    >>> sorted(traj.rows[-1])[:3]
+    ['G2', 'dEdt_partial', 'edi_exact']
     """
     ts = np.asarray(list(times), dtype=float)
     if ts.ndim != 1 or not np.all(np.isfinite(ts)):
