@@ -1,0 +1,84 @@
+"""sha256 of diagnostics.csv for every shipped example run at a small size, and a few more cases
+that cover the regimes the shipped files do not (both solvers, general heads, d = 5 tokens,
+midpoint velocity, direct and fast sums, Euler-Maruyama and exact weights).
+
+A refactoring that must not change behaviour keeps every checksum: record them before, compare
+after (``--check``). The numbers depend on the machine's floating point and Numba's code
+generation, so the committed file is a record of this project's CI machine, not a test.
+
+Usage::
+
+    python benchmarks/example_checksums.py                 # print {case: sha256} as JSON
+    python benchmarks/example_checksums.py --write FILE    # write it
+    python benchmarks/example_checksums.py --check FILE    # exit 1 on any difference
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+from spherepde.cli.main import main as spherepde
+
+SMALL = {
+    "clustering-mesh": ["mesh.level=8", "solver.T=0.3", "output.record_dt=0.05", "output.snapshot_dt=0.1"],
+    "clustering-particles": ["initial.n=60", "solver.T=0.3", "output.record_dt=0.05", "output.snapshot_dt=0.1"],
+    "metastable-mesh": ["mesh.level=8", "solver.T=4.0", "output.record_dt=0.5", "output.snapshot_dt=2.0"],
+    "metastable-particles": ["initial.n=60", "solver.T=0.5", "output.record_dt=0.1", "output.snapshot_dt=0.2"],
+    "paper-oscillating-mesh": ["mesh.level=8", "solver.T=0.3", "output.record_dt=0.1", "output.snapshot_dt=0.1"],
+    "paper-oscillating-particles": ["initial.n=60", "solver.T=0.3", "output.record_dt=0.1", "output.snapshot_dt=0.1"],
+    "paper-ou-mesh": ["mesh.level=8", "solver.T=0.3", "output.record_dt=0.1", "output.snapshot_dt=0.1"],
+    "paper-ou-particles": ["initial.n=60", "solver.T=0.3", "output.record_dt=0.1", "output.snapshot_dt=0.1"],
+}
+#: regimes beyond the shipped files: (example to start from, overrides)
+EXTRA = {
+    "both-ou": ("paper-ou-mesh", ["run.solver=both", "initial.n=80", "mesh.level=6", "solver.T=0.2", "output.record_dt=0.1", "output.snapshot_dt=0.1"]),
+    "mesh-general-midpoint-direct": ("paper-ou-mesh", ["model.heads=general", "solver.velocity=midpoint", "solver.summation=direct", "solver.order=1", "solver.integrator=ssprk3", "mesh.level=6", "solver.T=0.2", "output.record_dt=0.1", "output.snapshot_dt=0.1"]),
+    "mesh-fast-heun-exactou": ("paper-ou-mesh", ["solver.summation=fast", "solver.integrator=heun", "weights.scheme=exact", "model.H=3", "mesh.level=8", "solver.T=0.2", "output.record_dt=0.1", "output.snapshot_dt=0.1"]),
+    "mesh-implicit-noatoms-repulsive": ("paper-ou-mesh", ["solver.integrator=implicit", "solver.order=1", "mesh.level=6", "solver.T=0.3", "output.record_dt=0.1", "output.snapshot_dt=0.1"]),
+    "tokens-d5-general": ("paper-ou-particles", ["model.d=5", "model.heads=general", "initial.kind=uniform", "initial.n=40", "solver.T=0.2", "output.record_dt=0.1", "output.snapshot_dt=0.1"]),
+    "tokens-d2-heun": ("paper-ou-particles", ["model.d=2", "initial.kind=uniform", "solver.integrator=heun", "initial.n=40", "solver.T=0.2", "output.record_dt=0.1", "output.snapshot_dt=0.1"]),
+}
+
+
+def _run(example: str, sets: list[str], out: Path, name: str) -> str:
+    args = ["run", "--example", example, "--out", str(out / name), "-q"]
+    for s in [*sets, "output.vtk=false"]:
+        args += ["--set", s]
+    rc = spherepde(args)
+    if rc:
+        raise SystemExit(f"{name}: spherepde run exited {rc}")
+    return hashlib.sha256((out / name / "diagnostics.csv").read_bytes()).hexdigest()
+
+
+def checksums() -> dict[str, str]:
+    cases = {name: (name, sets) for name, sets in SMALL.items()} | EXTRA
+    with tempfile.TemporaryDirectory() as tmp:
+        return {name: _run(ex, sets, Path(tmp), name) for name, (ex, sets) in cases.items()}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--write", type=Path)
+    ap.add_argument("--check", type=Path)
+    a = ap.parse_args(argv)
+    got = checksums()
+    if a.write:
+        a.write.write_text(json.dumps(got, indent=1) + "\n")
+    if a.check:
+        want = json.loads(a.check.read_text())
+        bad = sorted(k for k in want.keys() | got.keys() if want.get(k) != got.get(k))
+        for k in bad:
+            print(f"DIFFERS: {k}")
+        print(f"{len(want) - len(bad)} of {len(want)} checksums unchanged")
+        return 1 if bad else 0
+    print(json.dumps(got, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
