@@ -728,7 +728,7 @@ class RunFolder:
     def write_snapshot(self, index: int, t: float, solver, mesh, *, tokens_vtk: bool = False) -> None:
         """``snapshots/NNNNNN.npz`` of the solver's state at time ``t``; with ``mesh`` also
         ``vtk/density_NNNNNN.vtp``, with ``tokens_vtk`` ``vtk/tokens_NNNNNN.vtp``."""
-        snap = solver.snapshot() if hasattr(solver, "snapshot") else {"rho": solver.rho.copy()}
+        snap = solver.snapshot()
         target = self.snapdir / f"{index:06d}.npz"
         with writing(target):
             self.snapdir.mkdir(exist_ok=True)

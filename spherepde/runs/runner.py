@@ -416,25 +416,14 @@ def _record_time(cfg: Config, r: int) -> float:
     return min(tr if abs(tr - t) <= 1e-12 * max(1.0, abs(t)) else t, cfg.solver.T)
 
 
-def _adaptive_step(solver) -> float | None:
-    """The step the current state allows (the CFL bound, at most the weight grid step); None for fixed or implicit steps."""
-    ms = getattr(solver, "mesh_solver", solver)
-    if not hasattr(ms, "cfl_step") or getattr(ms, "dt", None) is not None:
-        return None
-    if getattr(ms, "integrator", "") == "implicit":  # steps follow the local error: no estimate from the CFL bound
-        return None
-    h = min(float(ms.cfl_step()), float(ms.path.dt))
-    return h if h > 0 and math.isfinite(h) else None
-
-
 def _step_estimate(solver, cfg: Config, t: float = 0.0) -> int | None:
     """Steps a run with adaptive steps takes from ``t`` to T if every step is that of the current
     state (a density that steepens takes more: run.log updates it as the run goes); None for fixed steps."""
-    h = _adaptive_step(solver)
+    h = solver.step_hint()
     if h is None:
         return None
     # a step never crosses a point of the weight grid (nor a record time, one of those points)
-    pdt = float(getattr(solver, "mesh_solver", solver).path.dt)
+    pdt = float(solver.path.dt)
     return int(math.ceil(max(cfg.solver.T - t, 0.0) / pdt - 1e-9)) * int(math.ceil(pdt / h - 1e-9))
 
 
@@ -442,23 +431,21 @@ class _StepBudget:
     """Stops a run whose adaptive time step collapsed (projected steps >> estimate, or > MAX_STEPS)."""
 
     def __init__(self, solver, cfg: Config, estimate: int | None):
-        ms = getattr(solver, "mesh_solver", solver)
-        self.ms = ms if hasattr(ms, "cfl_step") and getattr(ms, "dt", None) is None else None
+        self.solver = solver
         self.T = cfg.solver.T
-        self.estimate = estimate if estimate is not None or self.ms is None else _step_estimate(solver, cfg)
+        self.estimate = estimate if estimate is not None else _step_estimate(solver, cfg)
 
     def check(self) -> None:
-        ms = self.ms
-        if ms is None or self.estimate is None:
+        if self.estimate is None:
             return
-        n, t = ms.step_count, ms.t
+        n, t = self.solver.step_count, self.solver.t
         if n < MIN_STEPS_CHECKED or not t > 0:
             return
         projected = n / t * self.T
         if projected > STEP_GROWTH * self.estimate or projected > MAX_STEPS:
             limit = f"more than {STEP_GROWTH:g} x the {self.estimate} estimated at the start" if projected > STEP_GROWTH * self.estimate else f"more than the limit of {MAX_STEPS:.3g}"
             raise StepBudgetError(
-                f"the time step collapsed (dt = {ms.dt_last:.3g} at t = {t:.6g}, step {n}): reaching T = {self.T:g} would take about "
+                f"the time step collapsed (dt = {self.solver.last_step():.3g} at t = {t:.6g}, step {n}): reaching T = {self.T:g} would take about "
                 f"{projected:.3g} steps, {limit} -- check the weights (e.g. weights.kappa, weights.sigma, weights.beta) or use a coarser mesh"
             )
 
@@ -484,7 +471,7 @@ def _loop(cfg: Config, rf: RunFolder, solver, path: WeightPath, mesh, *, start_r
     n_records = _n_records(cfg)
     snap_every = int(round(cfg.output.snapshot_dt / rdt))
     columns = None
-    undefined = (frozenset() if path.is_gradient else undefined_without_energy()) | getattr(solver, "may_be_nan", frozenset())
+    undefined = (frozenset() if path.is_gradient else undefined_without_energy()) | solver.may_be_nan
     budget = _StepBudget(solver, cfg, estimate)
     bar = ProgressBar(round(T, 10), round(start_record * rdt, 10), enabled=progress, unit="t",
                       bar_format="{l_bar}{bar}| t={n:.3f}/{total:.3f} [{elapsed}<{remaining}{postfix}]")
@@ -531,7 +518,7 @@ def _loop(cfg: Config, rf: RunFolder, solver, path: WeightPath, mesh, *, start_r
                     left = _step_estimate(solver, cfg, t_r)
                     if left is not None:
                         log.info("t = %g: %d steps so far, about %d in all at the current step (dt = %.3g)",
-                                 t_r, solver.step_count, solver.step_count + left, _adaptive_step(solver))
+                                 t_r, solver.step_count, solver.step_count + left, solver.step_hint())
                 dt_last = row.get("dt_last")
                 bar.set(round(t_r, 10), f"step={solver.step_count}" + (f", dt={dt_last:.2e}" if dt_last else ""))
                 due = (r > 0 and r % cfg.output.checkpoint_every == 0) or (time.monotonic() - last_ckpt_wall > 60 * cfg.output.checkpoint_minutes)
@@ -545,14 +532,6 @@ def _loop(cfg: Config, rf: RunFolder, solver, path: WeightPath, mesh, *, start_r
     finally:
         bar.close()
     return status
-
-
-def _merge_events(solver) -> dict | None:
-    """The mesh solver's merges of point masses for summary.json (None when it carries none)."""
-    ms = getattr(solver, "mesh_solver", solver)
-    if not getattr(ms, "atoms", False):
-        return None
-    return {"merges": [{"t": t, "m1": m1, "m2": m2, "angle_rad": a} for t, m1, m2, a in ms.merges]}
 
 
 def _write_summary(rf: RunFolder, cfg: Config, status: str, wall: float, extra: dict | None = None, *, session: float | None = None) -> dict:
@@ -640,14 +619,10 @@ def _execute(cfg: Config, rf: RunFolder, solver, path: WeightPath, mesh, *, lock
                             mesh.save(folder / "mesh.npz")
                     _write_summary(rf, cfg, "running", 0.0)
                     log.info("run %s: solver %s, H = %d, T = %g%s", folder, cfg.run.solver, cfg.model.H, cfg.solver.T,
-                             f", about {estimate} steps at the initial state's step (dt = {_adaptive_step(solver):.3g}; "
+                             f", about {estimate} steps at the initial state's step (dt = {solver.step_hint():.3g}; "
                              "more where the density steepens, updated below as the run goes)" if estimate else "")
-                    ps = getattr(solver, "particle_solver", solver)
-                    if getattr(ps, "split", 1) > 1:
-                        from spherepde.solvers.particles import MAX_DISPLACEMENT
-
-                        log.info("token step %.6g = weights.dt / %d: with the step weights.dt = %g a token could move more than %g rad",
-                                 ps.dt, ps.split, path.dt, MAX_DISPLACEMENT)
+                    for note in solver.notes():
+                        log.info("%s", note)
                     if cfg.output.vtk and cfg.run.solver != "mesh" and cfg.model.d > 3:
                         log.info("tokens on S^%d: vtk/tokens_*.vtp hold their first three coordinates (a projection; "
                                  "snapshots.npz holds all %d)", cfg.model.d - 1, cfg.model.d)
@@ -657,8 +632,8 @@ def _execute(cfg: Config, rf: RunFolder, solver, path: WeightPath, mesh, *, lock
                     status = _loop(cfg, rf, solver, path, mesh, start_record=start_record, wall0=wall0, progress=progress, estimate=estimate)
                 if status == "completed":
                     rf.finalise_snapshots(cfg)
-                _write_summary(rf, cfg, status, time.monotonic() - wall0, _merge_events(solver), session=session())
-                steps = getattr(solver, "step_count", None)
+                _write_summary(rf, cfg, status, time.monotonic() - wall0, solver.events() or None, session=session())
+                steps = solver.step_count
                 log.info("run %s: %s in %.1f s%s%s", folder, status, session(),
                          f" ({time.monotonic() - wall0:.1f} s since the start, all sessions)" if session0 != wall0 else "",
                          f", {steps} steps" + (f" (estimated at the start: {estimate})" if estimate and fresh else "") if steps is not None else "")

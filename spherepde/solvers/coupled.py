@@ -72,6 +72,22 @@ class CoupledSolver:
         return frozenset(self.distance_columns) if self.distance_every > 1 else frozenset()
 
     @property
+    def path(self):
+        return self.mesh_solver.path
+
+    def step_hint(self) -> float | None:
+        return self.mesh_solver.step_hint()
+
+    def last_step(self) -> float:
+        return self.mesh_solver.last_step()
+
+    def events(self) -> dict:
+        return self.mesh_solver.events()
+
+    def notes(self) -> list[str]:
+        return self.mesh_solver.notes() + self.particle_solver.notes()
+
+    @property
     def step_count(self) -> int:
         return self.mesh_solver.step_count
 

@@ -725,6 +725,28 @@ class MeshSolver:
             return self.h_next
         return self.cfl * self._current().bound
 
+    may_be_nan = frozenset()
+
+    def step_hint(self) -> float | None:
+        """The adaptive explicit step of the current state, at most the weight grid step; None for a
+        fixed ``dt`` or the implicit integrator (its steps follow the local error, not the state)."""
+        if self.dt is not None or self.scheme is None:
+            return None
+        h = min(float(self.cfl_step()), float(self.path.dt))
+        return h if h > 0 and math.isfinite(h) else None
+
+    def last_step(self) -> float:
+        return float(self.dt_last)
+
+    def events(self) -> dict:
+        """``{"merges": [{t, m1, m2, angle_rad}, ...]}`` with point masses; {} without."""
+        if not self.atoms:
+            return {}
+        return {"merges": [{"t": t, "m1": m1, "m2": m2, "angle_rad": a} for t, m1, m2, a in self.merges]}
+
+    def notes(self) -> list[str]:
+        return []
+
     # ------------------------------------------------------------------ output
     def record(self) -> dict:
         """The diagnostics row at the current state (:data:`spherepde.model.columns.MESH_COLUMNS`)."""

@@ -282,6 +282,25 @@ class ParticleSolver:
         self.X = Xn
         self.step_count += 1
 
+    may_be_nan = frozenset()
+
+    def step_hint(self) -> float | None:
+        """None: token steps are fixed (``dt``)."""
+        return None
+
+    def last_step(self) -> float:
+        return float(self.dt) if self.step_count else 0.0
+
+    def events(self) -> dict:
+        return {}
+
+    def notes(self) -> list[str]:
+        """The token step when it is a fraction of the weight grid step (and why)."""
+        if self.split <= 1:
+            return []
+        return [f"token step {self.dt:.6g} = weights.dt / {self.split}: with the step weights.dt = {self.path.dt:g} "
+                f"a token could move more than {MAX_DISPLACEMENT:g} rad"]
+
     def advance(self, t_stop: float, *, should_stop=None) -> bool:
         """Step until t = t_stop (which must lie on the solver's time grid); returns True there.
 

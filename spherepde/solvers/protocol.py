@@ -32,10 +32,34 @@ class Solver(Protocol):
         The current time.
     step_count : int
         The number of time steps taken so far.
+    path : WeightPath
+        The weight path Theta_t the solver is driven by.
+    may_be_nan : frozenset of str
+        Columns that hold NaN by design in some rows (e.g. distances between their records).
     """
 
     t: float
     step_count: int
+    path: object
+    may_be_nan: frozenset
+
+    def step_hint(self) -> float | None:
+        """The step an adaptive explicit solver takes from the current state (at most the weight
+        grid step), for step-count estimates and the step budget; None where steps are fixed or
+        follow a local error estimate (no estimate can be made from the state)."""
+        ...
+
+    def last_step(self) -> float:
+        """The size of the last step taken (0 before the first)."""
+        ...
+
+    def events(self) -> dict:
+        """Events for summary.json, e.g. ``{"merges": [...]}`` for a mesh with point masses; {} when none are tracked."""
+        ...
+
+    def notes(self) -> list[str]:
+        """One-line facts about how the solver will step, for run.log at the start (may be empty)."""
+        ...
 
     def advance(self, t_stop: float, *, should_stop: Callable[[], bool] | None = None) -> bool:
         """Step until ``t == t_stop`` (True), or stop early when ``should_stop()`` says so (False)."""
