@@ -123,7 +123,7 @@ def test_config_choices_agree_with_the_registry():
     """run.solver and output.distances accept exactly the solvers and distance settings the registry knows."""
     from dataclasses import fields
 
-    from spherepde.runs.config import OutputSection, RunSection
+    from spherepde.runs.config import OutputSection, RunSection, choices_of
 
-    choices = {f.name: f.metadata.get("choices") for cls in (RunSection, OutputSection) for f in fields(cls)}
+    choices = {f.name: choices_of(f.metadata) for cls in (RunSection, OutputSection) for f in fields(cls)}
     assert set(choices["solver"]) == set(SOLVERS) and set(choices["distances"]) == set(DISTANCE_MODES)

@@ -21,7 +21,7 @@ import pytest
 import spherepde
 from spherepde.cli.main import build_parser
 from spherepde.model import columns as C
-from spherepde.runs.config import SECTIONS
+from spherepde.runs.config import SECTIONS, choices_of
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -58,7 +58,7 @@ def test_every_config_key_with_default_range_and_description(pages):
             row = rows[f"{section}.{f.name}"]
             assert gen._code(gen._toml(getattr(inst, f.name))) in row
             assert gen._md(f.metadata["doc"]) in row
-            for choice in f.metadata.get("choices", ()):
+            for choice in choices_of(f.metadata) or ():
                 assert gen._code(gen._toml(choice)) in row
             for check, sign in (("min", "≥"), ("gt", ">"), ("max", "≤")):
                 if check in f.metadata:

@@ -46,9 +46,11 @@ def _toml(value) -> str:
 
 
 def _range(meta) -> str:
+    from spherepde.runs.config import choices_of
+
     parts = []
-    if "choices" in meta:
-        parts.append("one of " + ", ".join(_code(_toml(c)) for c in meta["choices"]))
+    if choices_of(meta) is not None:
+        parts.append("one of " + ", ".join(_code(_toml(c)) for c in choices_of(meta)))
     if "min" in meta:
         parts.append(f"≥ {meta['min']}")
     if "gt" in meta:

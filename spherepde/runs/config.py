@@ -27,7 +27,20 @@ from spherepde.solvers.integrators import integrator_names, resolve_integrator
 
 _log = logging.getLogger(__name__)
 
-__all__ = ["ConfigError", "RunSection", "ModelSection", "WeightsSection", "InitialSection", "MeshSection", "SolverSection", "OutputSection", "MonteCarloSection", "Config", "SECTIONS", "INT_MAX", "config_from_dict", "KAPPA_MAX", "MAX_TOML_BYTES", "read_toml_file", "load_config", "default_config", "parse_override", "config_to_toml", "MESH_BYTES_PER_CELL", "TOKEN_BYTES", "CLUSTER_BYTES_PER_PAIR", "ROW_BYTES", "estimate_memory", "check_resources"]
+__all__ = ["ConfigError", "choices_of", "RunSection", "ModelSection", "WeightsSection", "InitialSection", "MeshSection", "SolverSection", "OutputSection", "MonteCarloSection", "Config", "SECTIONS", "INT_MAX", "config_from_dict", "KAPPA_MAX", "MAX_TOML_BYTES", "read_toml_file", "load_config", "default_config", "parse_override", "config_to_toml", "MESH_BYTES_PER_CELL", "TOKEN_BYTES", "CLUSTER_BYTES_PER_PAIR", "ROW_BYTES", "estimate_memory", "check_resources"]
+
+
+def choices_of(meta) -> tuple | None:
+    """The allowed values of a field (its metadata's ``choices``), None when any value of its type is allowed.
+
+    ``choices`` is a tuple, or a callable returning one: a field whose values come from a
+    :class:`spherepde._registry.Registry` asks it at every check, so an entry registered at
+    run time is accepted at once.
+    """
+    c = meta.get("choices")
+    if c is None:
+        return None
+    return tuple(c() if callable(c) else c)
 
 
 def _f(default, doc, **checks):
@@ -237,8 +250,9 @@ def _check_number_list(key: str, value: list, depth: int = 0) -> None:
 
 
 def _check_range(key: str, value, meta):
-    if "choices" in meta and value not in meta["choices"]:
-        raise ConfigError(f"{key}: {value!r} is not allowed; choose one of {', '.join(repr(c) for c in meta['choices'])}")
+    allowed = choices_of(meta)
+    if allowed is not None and value not in allowed:
+        raise ConfigError(f"{key}: {value!r} is not allowed; choose one of {', '.join(repr(c) for c in allowed)}")
     if "min" in meta and value < meta["min"]:
         raise ConfigError(f"{key}: must be >= {meta['min']}, got {value!r}")
     if "gt" in meta and not value > meta["gt"]:
