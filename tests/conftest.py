@@ -9,6 +9,7 @@ imported with ``from conftest import cli, one_line_error, ...`` (``tests/`` is o
 from __future__ import annotations
 
 import csv
+import json
 from pathlib import Path
 
 import numpy as np
@@ -95,6 +96,50 @@ def assert_check_consistent(name, c):
     assert c["lo"] is not None or c["hi"] is not None, (name, c)
     inside = m is not None and np.isfinite(m) and (c["lo"] is None or m >= c["lo"]) and (c["hi"] is None or m <= c["hi"])
     assert c["passed"] == inside, (name, c)
+
+
+def assert_study_protocol(mod, res, *, checks: bool = True, min_summary: int = 100) -> None:
+    """What every validation study's ``run`` returns (spherepde.studies.report): its module names itself
+    and its three sizes, the result names the study, has a summary, checks that are their own band tests
+    (and the summary's closing line counts them), claims whose verdict is the interval rule (said in the
+    summary), rectangular tables, and it is JSON-serialisable."""
+    from spherepde.studies.common import claim_sentence, to_jsonable
+
+    assert isinstance(mod.NAME, str) and mod.NAME and isinstance(mod.TITLE, str) and mod.TITLE
+    assert set(mod.SIZES) == {"smoke", "quick", "full"}
+    assert res["name"] == mod.NAME
+    assert isinstance(res["summary"], str) and len(res["summary"]) > min_summary
+    assert isinstance(res["checks"], dict) and bool(res["checks"]) == checks
+    for k, c in res["checks"].items():
+        assert_check_consistent(k, c)
+    if res["checks"]:
+        n_ok = sum(c["passed"] for c in res["checks"].values())
+        assert f"Solver checks: {n_ok}/{len(res['checks'])} pass" in res["summary"]
+    for k, c in res.get("claims", {}).items():
+        lo, hi = c["interval"]
+        assert c["reproduced"] == (lo is not None and hi is not None and lo <= c["paper_value"] <= hi), (k, c)
+        assert claim_sentence(c) in res["summary"], k  # the text says what the claim says
+    for t in res.get("tables", []):
+        assert t["rows"] and all(len(r) == len(t["headers"]) for r in t["rows"]), t["title"]
+    json.dumps(to_jsonable(res))
+
+
+def unit_vectors(rng: np.random.Generator, n: int, d: int = 3) -> np.ndarray:
+    """n points drawn uniformly on S^{d-1} (normalised Gaussians), shape (n, d)."""
+    x = rng.standard_normal((n, d))
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+def sym_matrices(rng: np.random.Generator, H: int, d: int = 3, scale: float = 1.0) -> np.ndarray:
+    """H random symmetric matrices scale * (G + G^T), G standard Gaussian, shape (H, d, d)."""
+    G = rng.standard_normal((H, d, d))
+    return scale * (G + np.swapaxes(G, 1, 2))
+
+
+@pytest.fixture
+def rng() -> np.random.Generator:
+    """A seeded generator (seed 0): tests are deterministic."""
+    return np.random.default_rng(0)
 
 
 def assert_plots(mod, res, tmp_path):

@@ -18,33 +18,11 @@ Measured at smoke size (2-core machine, loaded):
 
 from __future__ import annotations
 
-import json
 import math
 
 import numpy as np
 import pytest
-from conftest import assert_plots
-
-from spherepde.studies.common import claim_sentence, to_jsonable
-
-
-def _protocol(mod, res):
-    assert isinstance(mod.NAME, str) and isinstance(mod.TITLE, str)
-    assert set(mod.SIZES) == {"smoke", "quick", "full"}
-    assert res["name"] == mod.NAME and isinstance(res["summary"], str) and len(res["summary"]) > 200
-    assert res["checks"]
-    for k, c in res["checks"].items():
-        assert set(c) >= {"passed", "measured", "expected", "lo", "hi", "tolerance"}, k
-        m = c["measured"]
-        inside = m is not None and np.isfinite(m) and (c["lo"] is None or m >= c["lo"]) and (c["hi"] is None or m <= c["hi"])
-        assert c["passed"] == inside, (k, c)
-    for k, c in res.get("claims", {}).items():
-        lo, hi = c["interval"]
-        assert c["reproduced"] == (lo is not None and hi is not None and lo <= c["paper_value"] <= hi), (k, c)
-        assert claim_sentence(c) in res["summary"], k
-    for t in res["tables"]:
-        assert t["rows"] and all(len(r) == len(t["headers"]) for r in t["rows"]), t["title"]
-    json.dumps(to_jsonable(res))
+from conftest import assert_plots, assert_study_protocol
 
 
 def _failed(res):
@@ -61,7 +39,7 @@ def mconv():
 
 def test_mesh_convergence_protocol(mconv, tmp_path):
     mod, res = mconv
-    _protocol(mod, res)
+    assert_study_protocol(mod, res, min_summary=200)
     assert_plots(mod, res, tmp_path)
     p = res["params"]
     # one table row per (path, level, order) plus a Richardson row per path
@@ -198,7 +176,7 @@ def wprec():
 
 def test_work_precision_protocol(wprec, tmp_path):
     mod, res = wprec
-    _protocol(mod, res)
+    assert_study_protocol(mod, res, min_summary=200)
     assert_plots(mod, res, tmp_path)
     # the table: one row per case x quantity x method, with the costs to reach 1 % and 0.1 %
     want = {(c, q, m) for c in res["params"]["cases"] for q in ("E", "G2") for m in ("mesh order 1", "mesh order 2", "particles")}

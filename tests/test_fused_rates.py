@@ -5,6 +5,7 @@ route and direct summation (issue 18: every optimisation keeps the results)."""
 import numba
 import numpy as np
 import pytest
+from conftest import sym_matrices, unit_vectors
 
 from spherepde.attention import attention_moments
 from spherepde.attention import harmonic as fs
@@ -19,21 +20,15 @@ from spherepde.solvers import fv
 from spherepde.solvers.mesh import MeshSolver
 
 
-def _unit(rng, n):
-    x = rng.normal(size=(n, 3))
-    return x / np.linalg.norm(x, axis=1, keepdims=True)
-
-
 def _sym(rng, H, scale):
-    G = rng.normal(size=(H, 3, 3))
-    return scale * (G + G.transpose(0, 2, 1)) / 2
+    return sym_matrices(rng, H, 3, scale / 2)
 
 
 @pytest.mark.parametrize("sigma", [0.0, 1.3])
 def test_fused_rates_match_the_numpy_reference(sigma):
     rng = np.random.default_rng(1)
     n, H = 157, 5
-    X = _unit(rng, n)
+    X = unit_vectors(rng, n)
     w = rng.random(n)
     w /= w.sum()
     D = _sym(rng, H, 2.0)
@@ -54,7 +49,7 @@ def test_fused_rates_match_the_numpy_reference(sigma):
 
 def test_fused_rates_errors_and_thread_independence():
     rng = np.random.default_rng(2)
-    X = _unit(rng, 300)
+    X = unit_vectors(rng, 300)
     w = np.full(300, 1 / 300)
     D = _sym(rng, 3, 2.0)
     Z, Y, Q = attention_moments_reference(X, X, w, D, want_q=True)

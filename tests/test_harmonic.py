@@ -12,6 +12,7 @@ import math
 import numba
 import numpy as np
 import pytest
+from conftest import unit_vectors
 from scipy.special import eval_legendre, ive
 
 from spherepde.attention import attention_moments
@@ -26,11 +27,6 @@ from spherepde.solvers import fv
 from spherepde.solvers.mesh import MeshSolver
 
 
-def _unit(rng, n):
-    x = rng.standard_normal((n, 3))
-    return x / np.linalg.norm(x, axis=1, keepdims=True)
-
-
 def _rand_A(rng, H, norms):
     A = rng.standard_normal((H, 3, 3))
     return A * (np.broadcast_to(norms, (H,)) / np.linalg.norm(A, ord=2, axis=(1, 2)))[:, None, None]
@@ -42,10 +38,10 @@ def _density(rng, X, kind):
     if kind == "random":
         return rng.random(len(X))
     if kind == "vmf":  # two bumps plus a floor
-        mu = _unit(rng, 2)
+        mu = unit_vectors(rng, 2)
         return np.exp(8.0 * (X @ mu[0] - 1)) + 0.5 * np.exp(20.0 * (X @ mu[1] - 1)) + 1e-3
     if kind == "point":  # almost all mass in a few cells
-        mu = _unit(rng, 1)[0]
+        mu = unit_vectors(rng, 1)[0]
         return np.exp(400.0 * (X @ mu - 1))
     raise ValueError(kind)
 
@@ -72,7 +68,7 @@ def _fresh_log_once():
 @pytest.mark.parametrize("L", [0, 1, 7, 40])
 def test_real_harmonics_match_scipy(L):
     rng = np.random.default_rng(L)
-    P = np.vstack([_unit(rng, 37), [[0, 0, 1.0], [0, 0, -1.0], [1.0, 0, 0]]])
+    P = np.vstack([unit_vectors(rng, 37), [[0, 0, 1.0], [0, 0, -1.0], [1.0, 0, 0]]])
     Y = fs.real_sph_harm(P, L)
     Yr = real_sph_harm_reference(P, L)
     assert Y.shape == (len(P), (L + 1) ** 2)
@@ -141,7 +137,7 @@ def test_choose_degree():
 
 def test_source_moments_match_harmonics():
     rng = np.random.default_rng(1)
-    Y = _unit(rng, 3001)  # not a multiple of the block size
+    Y = unit_vectors(rng, 3001)  # not a multiple of the block size
     w = rng.random(3001)
     L = 9
     S = fs.source_moments(Y, w, L, want_q=True)
@@ -170,8 +166,8 @@ def test_fast_matches_direct_on_mesh(kind, tol):
 def test_fast_matches_direct_random_points(seed):
     """Different targets and sources, unnormalised weights, general (non-symmetric) A."""
     rng = np.random.default_rng(10 + seed)
-    X = _unit(rng, 700)
-    Y = _unit(rng, 2500)
+    X = unit_vectors(rng, 700)
+    Y = unit_vectors(rng, 2500)
     w = rng.random(2500) * 3.0
     A = _rand_A(rng, 3, rng.uniform(0.0, 6.0, 3))
     for tol in (1e-8, 1e-11):
@@ -181,7 +177,7 @@ def test_fast_matches_direct_random_points(seed):
 
 def test_fast_log_form_and_zero_matrix():
     rng = np.random.default_rng(3)
-    X = _unit(rng, 300)
+    X = unit_vectors(rng, 300)
     w = rng.random(300)
     A = np.stack([np.zeros((3, 3)), 5.0 * np.eye(3), -5.0 * np.eye(3)])
     Zr, Mr, Qr = attention_moments_reference(X, X, w, A, want_q=True)
@@ -222,7 +218,7 @@ def test_round_off_allowance_against_extended_precision():
     Xl = X.astype(np.longdouble)
     worst = 0.0
     for conc in (0.0, 30.0, 1e3, 1e5):
-        mu = _unit(rng, 1)[0]
+        mu = unit_vectors(rng, 1)[0]
         w = g.areas * np.exp(conc * (X @ mu - 1))
         w /= w.sum()
         wl = w.astype(np.longdouble)
@@ -242,7 +238,7 @@ def test_round_off_allowance_against_extended_precision():
 
 def test_thread_count_does_not_change_the_result():
     rng = np.random.default_rng(11)
-    X = _unit(rng, 1500)
+    X = unit_vectors(rng, 1500)
     w = rng.random(1500)
     A = _rand_A(rng, 2, 4.0)
     n0 = numba.get_num_threads()
@@ -260,7 +256,7 @@ def test_thread_count_does_not_change_the_result():
 # ------------------------------------------------------------ fallbacks, selection
 def test_large_kappa_falls_back_to_direct_with_log(caplog):
     rng = np.random.default_rng(5)
-    X = _unit(rng, 400)
+    X = unit_vectors(rng, 400)
     w = rng.random(400)
     A = np.stack([3.0 * np.eye(3), 40.0 * np.eye(3)])  # kappa = 40 needs L > 64
     with caplog.at_level(logging.WARNING, logger="spherepde.attention.harmonic"):
@@ -278,14 +274,14 @@ def test_large_kappa_falls_back_to_direct_with_log(caplog):
 def test_auto_selection(caplog):
     rng = np.random.default_rng(6)
     # small problems: direct, bit for bit
-    X = _unit(rng, 300)
+    X = unit_vectors(rng, 300)
     w = rng.random(300)
     A = _rand_A(rng, 2, 3.0)
     for a, b in zip(attention_moments(X, X, w, A, summation="auto"), attention_moments(X, X, w, A, summation="direct")):
         if a is not None:
             np.testing.assert_array_equal(a, b)
     # large enough and moderate kappa: fast
-    X = _unit(rng, 6000)
+    X = unit_vectors(rng, 6000)
     w = rng.random(6000)
     *_, info = fs.moments(X, X, w, _rand_A(rng, 1, 4.0), mode="auto")
     assert info.path == "fast" and info.predicted_speedup > fs._AUTO_MARGIN
@@ -306,7 +302,7 @@ def test_auto_takes_the_fast_sums_from_a_few_thousand_points(monkeypatch):
 
     rng = np.random.default_rng(7)
     n = 2000
-    X = _unit(rng, n)
+    X = unit_vectors(rng, n)
     w = np.full(n, 1.0 / n)
     G = rng.standard_normal((1, 3, 3))
     A = G + G.transpose(0, 2, 1)
@@ -325,7 +321,7 @@ def test_auto_takes_the_fast_sums_from_a_few_thousand_points(monkeypatch):
 
 def test_negative_weights_and_bad_arguments(caplog):
     rng = np.random.default_rng(8)
-    X = _unit(rng, 100)
+    X = unit_vectors(rng, 100)
     w = rng.standard_normal(100)
     A = _rand_A(rng, 1, 2.0)
     with caplog.at_level(logging.WARNING, logger="spherepde.attention.harmonic"):
@@ -402,7 +398,7 @@ def test_far_head_between_expanded_heads(log_form):
     heads go through the target kernel, the far one is summed directly, and every head
     lands in its own column (scaled and log forms)."""
     rng = np.random.default_rng(12)
-    X = _unit(rng, 3000)
+    X = unit_vectors(rng, 3000)
     w = rng.random(3000)
     A = np.stack([2.0 * np.eye(3), 40.0 * np.eye(3), np.diag([1.0, 3.0, -2.0])])
     C, Z, M, Q, info = fs.moments(X, X, w, A, want_q=True, log_form=log_form)

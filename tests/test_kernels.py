@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import sym_matrices, unit_vectors
 
 from spherepde.attention import attention_moments
 from spherepde.attention._reference import attention_moments_reference
@@ -19,16 +20,6 @@ from spherepde.model.energy import (
     state_rates,
 )
 from spherepde.model.velocity import head_fields, velocity_from_fields
-
-
-def _unit(rng, n, d):
-    x = rng.standard_normal((n, d))
-    return x / np.linalg.norm(x, axis=1, keepdims=True)
-
-
-def _sym(rng, H, d, scale=1.0):
-    G = rng.standard_normal((H, d, d))
-    return scale * (G + np.swapaxes(G, 1, 2))
 
 
 def _fibonacci_sphere(n):
@@ -44,7 +35,7 @@ def _fibonacci_sphere(n):
 @pytest.mark.parametrize("d,H,m,n", [(2, 1, 7, 11), (3, 4, 13, 5), (5, 3, 9, 17), (3, 2, 1, 1)])
 def test_attention_moments_matches_reference(d, H, m, n):
     rng = np.random.default_rng(100 * d + H)
-    X, Y = _unit(rng, m, d), _unit(rng, n, d)
+    X, Y = unit_vectors(rng, m, d), unit_vectors(rng, n, d)
     w = rng.random(n)
     A = 1.5 * rng.standard_normal((H, d, d))  # general (non-symmetric) matrices
     Z, M, Q = attention_moments(X, Y, w, A, want_q=True)
@@ -68,7 +59,7 @@ def test_attention_moments_matches_reference(d, H, m, n):
 def test_reference_is_the_definition():
     """The reference itself, for one target and one head, by an explicit double loop."""
     rng = np.random.default_rng(1)
-    X, Y = _unit(rng, 3, 3), _unit(rng, 4, 3)
+    X, Y = unit_vectors(rng, 3, 3), unit_vectors(rng, 4, 3)
     w = rng.random(4)
     A = rng.standard_normal((2, 3, 3))
     Z, M, Q = attention_moments_reference(X, Y, w, A, want_q=True)
@@ -86,10 +77,10 @@ def test_serial_and_parallel_paths_bit_identical():
     from spherepde.attention import direct as _kernels
 
     rng = np.random.default_rng(9)
-    Y = _unit(rng, 4000, 3)
+    Y = unit_vectors(rng, 4000, 3)
     w = rng.random(4000)
-    A = _sym(rng, 2, 3)
-    X = _unit(rng, 300, 3)
+    A = sym_matrices(rng, 2, 3)
+    X = unit_vectors(rng, 300, 3)
     assert 300 * 4000 * 2 >= _kernels._PARALLEL_MIN_WORK > 3 * 4000 * 2
     Z, M, Q = attention_moments(X, Y, w, A, want_q=True)
     Zs, Ms, Qs = attention_moments(X[[0, 17, 299]], Y, w, A, want_q=True)
@@ -98,10 +89,10 @@ def test_serial_and_parallel_paths_bit_identical():
 
 def test_zero_weight_sources_are_ignored():
     rng = np.random.default_rng(2)
-    X, Y = _unit(rng, 6, 3), _unit(rng, 8, 3)
+    X, Y = unit_vectors(rng, 6, 3), unit_vectors(rng, 8, 3)
     w = rng.random(8)
     w[[1, 5]] = 0.0
-    A = _sym(rng, 2, 3)
+    A = sym_matrices(rng, 2, 3)
     Z, M, _ = attention_moments(X, Y, w, A)
     keep = w > 0
     Zk, Mk, _ = attention_moments(X, Y[keep], w[keep], A)
@@ -128,10 +119,10 @@ def test_log_form_large_norm_no_overflow(scale):
     pole = np.array([0.0, 0.0, 1.0])
     cluster = pole + 0.02 * rng.standard_normal((15, d))
     cluster /= np.linalg.norm(cluster, axis=1, keepdims=True)
-    for Y in (cluster, _unit(rng, 25, d)):
+    for Y in (cluster, unit_vectors(rng, 25, d)):
         n = Y.shape[0]
         w = np.full(n, 1.0 / n)
-        A = scale * np.eye(d)[None] + 0.1 * scale * _sym(rng, 1, d) / 10
+        A = scale * np.eye(d)[None] + 0.1 * scale * sym_matrices(rng, 1, d) / 10
         X = Y[:7]
         lZ, Mb, Qb = attention_moments(X, Y, w, A, want_q=True, log=True)
         assert np.all(np.isfinite(lZ)) and np.all(np.isfinite(Mb)) and np.all(np.isfinite(Qb))
@@ -148,7 +139,7 @@ def test_log_form_large_norm_no_overflow(scale):
 
 def test_raw_form_large_positive_norm_matches_log_form():
     rng = np.random.default_rng(4)
-    Y = _unit(rng, 20, 3)
+    Y = unit_vectors(rng, 20, 3)
     w = np.full(20, 0.05)
     A = 300.0 * np.eye(3)[None]
     Z, M, _ = attention_moments(Y, Y, w, A)
@@ -163,7 +154,7 @@ def test_known_value_uniform_measure():
     beta = 2.0
     Y = _fibonacci_sphere(4000)
     w = np.full(len(Y), 1.0 / len(Y))
-    targets = _unit(np.random.default_rng(5), 10, 3)
+    targets = unit_vectors(np.random.default_rng(5), 10, 3)
     Z, M, _ = attention_moments(targets, Y, w, beta * np.eye(3)[None])
     np.testing.assert_allclose(Z[:, 0], np.sinh(beta) / beta, rtol=2e-3)
     # and grad Z = D Y points along x with |grad Z| = beta d/dbeta(sinh b / b) ... radial only
@@ -226,13 +217,13 @@ def _energy_np(X, w, D):
 def test_diagnostics_match_numpy(d, H, s, sigma):
     rng = np.random.default_rng(10 * d + H)
     n = 23
-    X = _unit(rng, n, d)
+    X = unit_vectors(rng, n, d)
     w = rng.random(n)
     w /= w.sum()
-    D = _sym(rng, H, d, 0.7)
+    D = sym_matrices(rng, H, d, 0.7)
     V = s * D
-    f = _sym(rng, H, d)
-    dM = _sym(rng, H, d, 0.1)
+    f = sym_matrices(rng, H, d)
+    dM = sym_matrices(rng, H, d, 0.1)
     ref = _numpy_quantities(X, w, D, V, f, sigma, dM)
     F = head_fields(X, w, D, want_q=sigma > 0)
     v = velocity_from_fields(X, F, V)
@@ -253,9 +244,9 @@ def test_diagnostics_match_numpy(d, H, s, sigma):
 
 def test_state_rates_sigma_needs_q():
     rng = np.random.default_rng(0)
-    X = _unit(rng, 5, 3)
+    X = unit_vectors(rng, 5, 3)
     w = np.full(5, 0.2)
-    D = _sym(rng, 1, 3)
+    D = sym_matrices(rng, 1, 3)
     F = head_fields(X, w, D)
     with pytest.raises(ValueError, match="Q"):
         state_rates(X, w, F, D, D, 1.0, velocity_from_fields(X, F, -D))
@@ -268,9 +259,9 @@ def test_ito_term_from_the_symmetrised_noise():
     function, central difference in h)."""
     rng = np.random.default_rng(7)
     d, n, H, sigma = 3, 9, 2, 1.1
-    X = _unit(rng, n, d)
+    X = unit_vectors(rng, n, d)
     w = np.full(n, 1.0 / n)
-    D = _sym(rng, H, d, 0.5)
+    D = sym_matrices(rng, H, d, 0.5)
     # variance of x^T S y by summing over entries of G
     x, y = X[0], X[1]
     coef = 0.5 * (np.outer(x, y) + np.outer(y, x))  # x^T S y = sum_kl G_kl coef_kl
@@ -295,11 +286,11 @@ def test_chain_rule_finite_differences(H, s):
     """d/de E(x_i + e xdot_i) at 0 equals `transport`; d/de E(D + e f) equals the drift part."""
     rng = np.random.default_rng(20 + H)
     d, n = 3, 17
-    X = _unit(rng, n, d)
+    X = unit_vectors(rng, n, d)
     w = rng.random(n)
     w /= w.sum()
-    D = _sym(rng, H, d, 0.6)
-    f = _sym(rng, H, d)
+    D = sym_matrices(rng, H, d, 0.6)
+    f = sym_matrices(rng, H, d)
     F = head_fields(X, w, D)
     v = velocity_from_fields(X, F, s * D)
     r = state_rates(X, w, F, D, f, 0.0, v)
@@ -316,9 +307,9 @@ def test_chain_rule_finite_differences(H, s):
 def test_G2_harmonic_mobility_is_not_arithmetic():
     """G2 uses 1 / mean_h(1/Z_h) (harmonic mean of Z), not mean_h Z_h."""
     rng = np.random.default_rng(30)
-    X = _unit(rng, 12, 3)
+    X = unit_vectors(rng, 12, 3)
     w = np.full(12, 1 / 12)
-    D = np.stack([0.2 * np.eye(3), 3.0 * np.eye(3) + _sym(rng, 1, 3, 0.3)[0]])
+    D = np.stack([0.2 * np.eye(3), 3.0 * np.eye(3) + sym_matrices(rng, 1, 3, 0.3)[0]])
     F = head_fields(X, w, D)
     v = velocity_from_fields(X, F, -D)
     r = state_rates(X, w, F, D, np.zeros_like(D), 0.0, v)

@@ -407,3 +407,16 @@ def test_noise_at_exit_after_a_ctrl_c_is_not_printed(tmp_path):
     r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert r.returncode == 130, r.stderr
     assert r.stderr.strip().splitlines() == ["spherepde: error: interrupted"], r.stderr
+
+
+def test_the_start_up_handler_never_speaks_once_main_has_started(monkeypatch):
+    """A second Ctrl-C that lands while main returns (its handler inactive, the start-up handler behind it)
+    once printed 'interrupted while starting; nothing was written' after a checkpoint had been written."""
+    from spherepde.cli.main import _InterruptOnce
+    from spherepde.runs import interrupt
+
+    monkeypatch.setattr(interrupt, "_started", [True])
+    assert interrupt.interrupted_while_starting(signal.SIGINT, None) is None  # no os._exit, no message
+    handler = _InterruptOnce(interrupt.interrupted_while_starting)
+    handler.active = False
+    assert handler(signal.SIGINT, None) is None

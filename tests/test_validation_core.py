@@ -20,7 +20,7 @@ from itertools import pairwise
 
 import numpy as np
 import pytest
-from conftest import assert_check_consistent
+from conftest import assert_study_protocol
 
 from spherepde.studies import analytic, structure
 
@@ -35,23 +35,10 @@ def structure_smoke():
     return structure.run("smoke")
 
 
-def _protocol(res, mod):
-    assert res["summary"] and isinstance(res["summary"], str)
-    assert res["checks"]
-    for k, c in res["checks"].items():
-        assert_check_consistent(k, c)
-    # the summary's closing line counts the same booleans
-    n_ok = sum(c["passed"] for c in res["checks"].values())
-    assert f"Solver checks: {n_ok}/{len(res['checks'])} pass" in res["summary"]
-    json.dumps(__import__("spherepde.studies.common", fromlist=["to_jsonable"]).to_jsonable(res))  # serialisable
-    assert set(mod.SIZES) == {"smoke", "quick", "full"}
-    assert mod.NAME and mod.TITLE
-
-
 # ---------------------------------------------------------------- analytic
 def test_analytic_rates_and_energy(analytic_smoke):
     res = analytic_smoke
-    _protocol(res, analytic)
+    assert_study_protocol(analytic, res)
     assert all(c["passed"] for c in res["checks"].values()), res["checks"]
     # transport orders against the exact rotated density (measured 0.82 and 2.42 on icosphere 4 / 8)
     assert 0.7 <= res["rotation_orders"]["1"] <= 1.0
@@ -92,7 +79,7 @@ def test_analytic_plot(analytic_smoke, tmp_path):
 # ---------------------------------------------------------------- structure
 def test_structure_invariants(structure_smoke):
     res = structure_smoke
-    _protocol(res, structure)
+    assert_study_protocol(structure, res)
     assert all(c["passed"] for c in res["checks"].values()), res["checks"]
     assert res["max_mass_drift"] <= 1e-12
     assert all(r["steps"] >= 200 for r in res["clustering"])

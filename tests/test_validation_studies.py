@@ -18,29 +18,11 @@ Measured at smoke size (2-core machine, idle):
 
 from __future__ import annotations
 
-import json
 import math
 
 import numpy as np
 import pytest
-from conftest import assert_check_consistent, assert_plots
-
-from spherepde.studies.common import claim_sentence, to_jsonable
-
-
-def _protocol(mod, res, *, checks=True):
-    assert isinstance(mod.NAME, str) and isinstance(mod.TITLE, str)
-    assert set(mod.SIZES) == {"smoke", "quick", "full"}
-    assert res["name"] == mod.NAME
-    assert isinstance(res["summary"], str) and len(res["summary"]) > 100
-    assert isinstance(res["checks"], dict) and (bool(res["checks"]) == checks)
-    for k, c in res["checks"].items():
-        assert_check_consistent(k, c)
-    for k, c in res.get("claims", {}).items():
-        lo, hi = c["interval"]
-        assert c["reproduced"] == (lo is not None and hi is not None and lo <= c["paper_value"] <= hi), (k, c)
-        assert claim_sentence(c) in res["summary"], k  # the text says what the claim says
-    json.dumps(to_jsonable(res))  # JSON-serialisable
+from conftest import assert_plots, assert_study_protocol
 
 
 # ---------------------------------------------------------------- mesh versus particles
@@ -53,7 +35,7 @@ def mvp():
 
 def test_mesh_vs_particles_protocol(mvp, tmp_path):
     mod, res = mvp
-    _protocol(mod, res)
+    assert_study_protocol(mod, res)
     assert_plots(mod, res, tmp_path)
     with pytest.raises(ValueError):
         mod.run("huge")
@@ -99,7 +81,7 @@ def paper():
 
 def test_paper_section6_protocol(paper, tmp_path):
     mod, res = paper
-    _protocol(mod, res, checks=False)  # claims only: the solvers are checked by the other studies
+    assert_study_protocol(mod, res, checks=False)  # claims only: the solvers are checked by the other studies
     assert_plots(mod, res, tmp_path)
 
 
@@ -189,7 +171,7 @@ def stab():
 
 def test_stability_protocol(stab, tmp_path):
     mod, res = stab
-    _protocol(mod, res)
+    assert_study_protocol(mod, res)
     assert_plots(mod, res, tmp_path)
 
 

@@ -91,6 +91,8 @@ class _InterruptOnce:
 
     def __call__(self, signum, frame):
         if not self.active:
+            if self.previous is _interrupt.interrupted_while_starting:  # main is returning its status: ignored
+                return None
             if callable(self.previous):
                 return self.previous(signum, frame)
             raise KeyboardInterrupt
@@ -127,6 +129,7 @@ def _quiet_unraisable(unraisable) -> None:
 
 
 def main(argv=None) -> int:
+    _interrupt.started()
     try:
         handler = _InterruptOnce(signal.getsignal(signal.SIGINT))
         signal.signal(signal.SIGINT, handler)

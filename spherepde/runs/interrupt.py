@@ -25,6 +25,15 @@ REPEAT_S = 1.0
 
 _last: list[float] = []
 
+#: Set once :func:`spherepde.cli.main.main` has taken over: from then on the start-up handler never
+#: speaks (a run may have written files, so "nothing was written" would be false).
+_started: list[bool] = []
+
+
+def started() -> None:
+    """The command has started: the start-up handler, if a signal still reaches it, ignores it."""
+    _started[:] = [True]
+
 
 def note() -> None:
     """A Ctrl-C (or SIGTERM) was taken now."""
@@ -46,6 +55,8 @@ def is_command_line() -> bool:
 
 
 def interrupted_while_starting(signum, frame) -> None:  # pragma: no cover - runs in a subprocess
+    if _started:  # main has taken over (and may be exiting with its own status): not a start-up interrupt
+        return
     try:
         os.write(2, MESSAGE)
     finally:
