@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from spherepde._registry import Registry
 from spherepde.attention import harmonic
 from spherepde.attention.direct import direct_scaled
 
@@ -37,8 +38,15 @@ def auto_considers_fast(m: int, n: int, H: int) -> bool:
     return m * n * H >= _AUTO_MIN_WORK
 
 
-#: Values of the ``summation`` argument (see :func:`attention_moments`).
-SUMMATION_MODES = ("direct", "fast", "auto")
+#: The summation modes (the ``summation`` argument of :func:`attention_moments`, config key
+#: ``solver.summation``). Each entry is a predicate ``tries_fast(m, n, H) -> bool``: whether the
+#: spherical-harmonic route is tried for m targets, n sources and H heads (d = 3 with the
+#: vectorised kernel only); the harmonic route itself keeps to direct sums where it cannot
+#: meet the tolerance (``"fast"``) or is not predicted cheaper (``"auto"``).
+SUMMATION_MODES = Registry("summation mode", key="solver.summation")
+SUMMATION_MODES.register("direct", lambda m, n, H: False, about="the exact O(m n H) sums (spherepde.attention.direct)")
+SUMMATION_MODES.register("fast", lambda m, n, H: True, about="spherical-harmonic expansion with error control, O((m H + n) L^2)")
+SUMMATION_MODES.register("auto", auto_considers_fast, about="fast where it meets the tolerance and is predicted cheaper, else direct")
 
 
 def attention_moments(X, Y, w, A, *, want_q: bool = False, log: bool = False, simd: bool = True,
@@ -76,8 +84,7 @@ def attention_moments(X, Y, w, A, *, want_q: bool = False, log: bool = False, si
     Mom : (m, H, d)   sum_j w_j e^{...} y_j   (or divided by Z)
     Q : (m, H) or None
     """
-    if summation not in SUMMATION_MODES:
-        raise ValueError(f"summation must be one of {SUMMATION_MODES}, got {summation!r}")
+    tries_fast = SUMMATION_MODES.get(summation)
     X = np.ascontiguousarray(X, dtype=np.float64)
     Y = np.ascontiguousarray(Y, dtype=np.float64)
     w = np.ascontiguousarray(w, dtype=np.float64)
@@ -89,7 +96,7 @@ def attention_moments(X, Y, w, A, *, want_q: bool = False, log: bool = False, si
         )
     m, d = X.shape
     H = A.shape[0]
-    if summation == "direct" or not simd or d != 3 or (summation == "auto" and not auto_considers_fast(m, Y.shape[0], H)):
+    if not simd or d != 3 or not tries_fast(m, Y.shape[0], H):
         C, Z, Mom, Q = direct_scaled(X, Y, w, A, want_q, simd)
     else:
         C, Z, Mom, Q, _info = harmonic.moments(X, Y, w, A, want_q=want_q, tol=tol, tol_moments=tol_moments, mode=summation, log_form=log)

@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from spherepde._base import ConfigError, available_memory, format_bytes, load_arrays
+from spherepde.attention.sums import SUMMATION_MODES
+from spherepde.model.weights import configurable_processes
 from spherepde.solvers.integrators import integrator_names, resolve_integrator
 
 _log = logging.getLogger(__name__)
@@ -68,7 +70,7 @@ class ModelSection:
 
 @dataclass(frozen=True)
 class WeightsSection:
-    process: str = _f("ou", "weight process: 'ou', 'oscillating', 'frozen' or 'file'", choices=("ou", "oscillating", "frozen", "file"))
+    process: str = _f("ou", "weight process registered in spherepde.model.weights.PROCESSES, built from this section: 'ou' (Ornstein-Uhlenbeck) reads mean, kappa, sigma; 'oscillating' (the paper's target) phase; 'file' path_file", choices=configurable_processes)
     mean: float = _f(1.0, "ou: mean matrix M = mean * I")
     kappa: float = _f(1.0, "ou: mean-reversion rate kappa", min=0.0)
     sigma: float = _f(math.sqrt(2.0), "noise level sigma (paper: sigma^2 = 2 for ou); used by 'ou' only", min=0.0)
@@ -119,7 +121,7 @@ class SolverSection:
     cfl: float = _f(0.5, "mesh: CFL number in (0, 1]", gt=0.0, max=1.0)
     tol: float = _f(1e-3, "mesh, integrator 'implicit': local error per step (mass moved, plus mass x displacement of point masses) that sets the step", gt=0.0, max=1.0)
     atoms: bool = _f(False, "mesh, integrator 'implicit': carry collapsed clusters as point masses (merge times free of numerical diffusion; docs/model.md)")
-    summation: str = _f("auto", "mesh: attention sums 'direct', 'fast' (spherical harmonics, O(N L^2)) or 'auto' (fast where it pays and meets summation_tol)", choices=("direct", "fast", "auto"))
+    summation: str = _f("auto", "mesh: how the attention sums are evaluated (spherepde.attention.SUMMATION_MODES): 'direct' exactly, 'fast' by spherical harmonics (O(N L^2)), 'auto' fast where it pays and meets summation_tol", choices=lambda: SUMMATION_MODES.names(aliases=True))
     summation_tol: float = _f(1e-10, "mesh: accuracy of the fast sums (relative error of Z_h and error of the softmax average)", gt=0.0)
     diagnostics_tol: float = _f(1e-6, "mesh: accuracy of the fast sums' moments Y_h/Z_h and Q_h/Z_h, which feed only the energy diagnostics (G2, d_tE, martingale), not the potential velocity; taken as summation_tol when smaller", gt=0.0)
 
@@ -675,6 +677,14 @@ def _toml_value(value) -> str:
     return tomli_w.dumps({"v": value}).strip()[4:]
 
 
+def _described(meta) -> str:
+    """A field's description; a field whose values come from a registry also names them
+    (those registered now, run-time registrations included)."""
+    if not callable(meta.get("choices")):
+        return meta["doc"]
+    return f"{meta['doc']}; one of {', '.join(repr(c) for c in choices_of(meta))}"
+
+
 def config_to_toml(cfg: Config, *, comments: bool = True) -> str:
     """The configuration as TOML text; with ``comments`` every key carries its description."""
     lines = []
@@ -685,7 +695,7 @@ def config_to_toml(cfg: Config, *, comments: bool = True) -> str:
             value = _toml_value(getattr(obj, f.name))
             line = f"{f.name} = {value}"
             if comments:
-                line = f"{line:<40} # {f.metadata['doc']}"
+                line = f"{line:<40} # {_described(f.metadata)}"
             lines.append(line)
         lines.append("")
     return "\n".join(lines)
