@@ -36,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-from spherepde._base import atomic_savez, load_arrays
+from spherepde._base import ConfigError, atomic_savez, load_arrays
 from spherepde._registry import Registry
 
 __all__ = [
@@ -106,6 +106,12 @@ class WeightProcess:
         """The process described by a config section (duck-typed; see :func:`process_from_config`)."""
         return cls()
 
+    @classmethod
+    def check_config(cls, cfg) -> None:
+        """Refuse a run configuration this process cannot make a path for, with a
+        :class:`spherepde._base.ConfigError` naming the key; ``cfg`` is duck-typed (sections
+        ``weights``, ``model``, ``solver``). The config check calls it; default: no rule."""
+
     def stepper(self, scheme: str) -> Callable:
         """The step (D_k, f_k, t_k, dt, rng) -> (D_{k+1}, dM_k or None) of ``scheme``."""
         if scheme == "exact":
@@ -129,6 +135,25 @@ class WeightProcess:
     def weight_path(self, **kw) -> WeightPath:
         """The weight path of this process; ``kw`` as for :func:`generate_weight_path`."""
         return generate_weight_path(self, **kw)
+
+
+def _check_euler_growth(cfg, rate: float, key: str, what: Callable[[], str]) -> None:
+    """Euler--Maruyama for dD = r (M - D) dt + ... multiplies deviations by (1 - r dt) per
+    step; with r dt > 2 they grow, and a path that grows past double precision (|1 - r dt|^K
+    > 1e300) can never be computed: ConfigError naming ``key`` (``what()`` states the product)."""
+    w = cfg.weights
+    if w.scheme != "euler":
+        return
+    factor = abs(1.0 - rate * w.dt)
+    if factor <= 1.0:
+        return
+    steps = cfg.solver.T / w.dt
+    log_growth = steps * math.log10(factor)
+    if log_growth > 300:
+        raise ConfigError(
+            f"{key}: {what()} > 2 makes the Euler-Maruyama weight path grow like |1 - r dt|^K = 1e{log_growth:.0f} "
+            f"over K = {steps:.6g} steps (it overflows); use weights.scheme = 'exact' or weights.dt < {2 / rate:g}"
+        )
 
 
 class _Adopted(WeightProcess):
@@ -166,6 +191,19 @@ class OUProcess(WeightProcess):
     @classmethod
     def from_config(cls, section) -> OUProcess:
         return cls(mean=section.mean, kappa=section.kappa, sigma=section.sigma)
+
+    @classmethod
+    def check_config(cls, cfg) -> None:
+        """The exact transition needs kappa > 0; an Euler--Maruyama path must stay finite (rate kappa),
+        unless it starts at the mean with sigma = 0 (nothing excites the unstable mode)."""
+        w = cfg.weights
+        if w.kappa == 0 and w.scheme == "exact":
+            raise ConfigError("weights.scheme: the exact OU transition needs kappa > 0")
+        at_rest = w.sigma == 0 and (
+            (w.init == "identity" and w.mean == 1.0) or (w.init == "beta" and w.beta == w.mean)
+        ) and (cfg.model.heads == "gradient" or w.value_init == w.init)
+        if not at_rest:
+            _check_euler_growth(cfg, w.kappa, "weights.kappa", lambda: f"kappa * weights.dt = {w.kappa * w.dt:g}")
 
     def mean_matrix(self, d: int) -> np.ndarray:
         M = np.asarray(self.mean, dtype=float)
@@ -217,6 +255,14 @@ class OscillatingProcess(WeightProcess):
     @classmethod
     def from_config(cls, section) -> OscillatingProcess:
         return cls(phase=section.phase)
+
+    @classmethod
+    def check_config(cls, cfg) -> None:
+        """d >= 2, and an Euler--Maruyama path must stay finite (rate 1)."""
+        w = cfg.weights
+        if w.phase and cfg.model.d < 2:
+            raise ConfigError("weights.process: oscillating weights need d >= 2")
+        _check_euler_growth(cfg, 1.0, "weights.dt", lambda: f"weights.dt = {w.dt:g}")
 
     def drift(self, D: np.ndarray, t: float) -> np.ndarray:
         H, d, _ = D.shape

@@ -24,7 +24,7 @@ from typing import Any
 
 from spherepde._base import ConfigError, available_memory, format_bytes, load_arrays
 from spherepde.attention.sums import SUMMATION_MODES
-from spherepde.model.weights import configurable_processes
+from spherepde.model.weights import PROCESSES, configurable_processes
 from spherepde.solvers.integrators import integrator_names, resolve_integrator
 
 _log = logging.getLogger(__name__)
@@ -408,7 +408,8 @@ def _check_consistency(cfg: Config, base_dir: Path | None) -> None:
             if not any(m):
                 raise ConfigError(f"initial.means: mean {i + 1} is the zero vector {ini.means[i]!r}; a vMF mean is a direction, give a non-zero vector")
     check_resources(cfg)  # before the grid checks below, which need T / dt to be a sane number
-    _check_euler_growth(cfg)
+    process = PROCESSES.get(w.process)
+    process.check_config(cfg)  # the process's own rules (e.g. the Euler-Maruyama path must stay finite)
     if cfg.solver.T < w.dt or not _is_multiple(cfg.solver.T, w.dt):
         raise ConfigError(f"solver.T: T = {cfg.solver.T} must be a whole multiple of weights.dt = {w.dt}")
     if not _is_multiple(out.record_dt, w.dt):
@@ -423,14 +424,10 @@ def _check_consistency(cfg: Config, base_dir: Path | None) -> None:
             raise ConfigError(f"solver.T: T = {cfg.solver.T} must be a whole multiple of the particle step {pdt}")
     if not _is_multiple(out.snapshot_dt, out.record_dt):
         raise ConfigError(f"output.snapshot_dt: {out.snapshot_dt} must be a whole multiple of output.record_dt = {out.record_dt}")
-    if w.process == "oscillating" and w.phase and model.d < 2:
-        raise ConfigError("weights.process: oscillating weights need d >= 2")
-    if w.process == "ou" and w.kappa == 0 and w.scheme == "exact":
-        raise ConfigError("weights.scheme: the exact OU transition needs kappa > 0")
     base = base_dir or Path.cwd()
     for key, needed, value in (
         ("weights.init_file", w.init == "file", w.init_file),
-        ("weights.path_file", w.process == "file", w.path_file),
+        ("weights.path_file", process.from_file, w.path_file),
         ("initial.file", ini.kind == "file", ini.file),
         ("mesh.file", bool(cfg.mesh.file), cfg.mesh.file),
     ):
@@ -450,10 +447,10 @@ def _check_consistency(cfg: Config, base_dir: Path | None) -> None:
         src = Path(ini.run) if Path(ini.run).is_absolute() else base / ini.run
         if not (src / "config.toml").is_file():
             raise ConfigError(f"initial.run: {src} is not a spherepde run folder (no config.toml); give the folder of a run")
-    if w.process == "file":
+    if process.from_file:
         _check_path_file(cfg, Path(w.path_file) if Path(w.path_file).is_absolute() else base / w.path_file)
-    if cfg.montecarlo.paths > 1 and w.process == "file":
-        raise ConfigError("montecarlo.paths: Monte-Carlo over noise paths needs a generated weight process, not 'file'")
+    if cfg.montecarlo.paths > 1 and process.from_file:
+        raise ConfigError(f"montecarlo.paths: Monte-Carlo over noise paths needs a generated weight process, not {w.process!r}")
 
 
 # ------------------------------------------------------------------ sanity and resources
@@ -492,31 +489,6 @@ def _check_sanity_bounds(cfg: Config) -> None:
         value = getattr(getattr(cfg, sec), name)
         if abs(value) > bound:
             raise ConfigError(f"{key}: {value:g} is too large ({why}); use at most {bound:g}")
-
-
-def _check_euler_growth(cfg: Config) -> None:
-    """Euler--Maruyama for dD = r (M - D) dt + ... multiplies deviations by (1 - r dt) per
-    step; with r dt > 2 they grow, and a path that grows past double precision (|1 - r dt|^K
-    > 1e300) can never be computed. ``ou``: r = kappa; ``oscillating``: r = 1."""
-    w = cfg.weights
-    if w.scheme != "euler" or w.process not in ("ou", "oscillating"):
-        return
-    rate, key = (w.kappa, "weights.kappa") if w.process == "ou" else (1.0, "weights.dt")
-    factor = abs(1.0 - rate * w.dt)
-    if factor <= 1.0:
-        return
-    if w.process == "ou" and w.sigma == 0 and (
-        (w.init == "identity" and w.mean == 1.0) or (w.init == "beta" and w.beta == w.mean)
-    ) and (cfg.model.heads == "gradient" or w.value_init == w.init):
-        return  # the path starts at the mean and nothing excites the unstable mode
-    steps = cfg.solver.T / w.dt
-    log_growth = steps * math.log10(factor)
-    if log_growth > 300:
-        what = f"kappa * weights.dt = {rate * w.dt:g}" if w.process == "ou" else f"weights.dt = {w.dt:g}"
-        raise ConfigError(
-            f"{key}: {what} > 2 makes the Euler-Maruyama weight path grow like |1 - r dt|^K = 1e{log_growth:.0f} "
-            f"over K = {steps:.6g} steps (it overflows); use weights.scheme = 'exact' or weights.dt < {2 / rate:g}"
-        )
 
 
 _NPY_MAGIC = b"\x93NUMPY"
