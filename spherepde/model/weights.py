@@ -717,6 +717,27 @@ def _simulate(process: WeightProcess, D0: np.ndarray, T: float, dt: float, rng, 
     return D, f, dM
 
 
+def _initial_heads(init, H: int, d: int, rng, beta: float, init_file, heads: str) -> np.ndarray:
+    """D_h(0), shape (H, d, d), from ``init`` (a kind of :func:`initial_matrices` or an (H, d, d)
+    or (d, d) array); gradient heads need symmetric matrices."""
+    if isinstance(init, np.ndarray):
+        D0 = np.asarray(init, float)
+        if D0.shape == (d, d):
+            D0 = np.broadcast_to(D0, (H, d, d)).copy()
+        if D0.shape != (H, d, d):
+            raise ValueError(f"initial matrices have shape {D0.shape}, expected ({H}, {d}, {d})")
+    else:
+        D0 = initial_matrices(init, H, d, rng, beta=beta, file=init_file)
+    if heads == "gradient" and not _symmetric(D0):
+        (h,), asym = _asymmetry(D0)
+        where = f" in {init_file}" if isinstance(init, str) and init == "file" else ""
+        raise ValueError(
+            f"gradient heads need symmetric initial matrices D_h(0), but head {h}{where} has max |D - D^T| = {asym:.3g}; "
+            "symmetrise them ((D + D^T) / 2) or use general heads"
+        )
+    return D0
+
+
 def generate_weight_path(
     process,
     *,
@@ -769,22 +790,7 @@ def generate_weight_path(
     noise_ss, init_ss, vnoise_ss, vinit_ss = ss.spawn(4)
     if init_seed is not None:
         init_ss = np.random.SeedSequence(init_seed)
-    init_rng = np.random.default_rng(init_ss)
-    if isinstance(init, np.ndarray):
-        D0 = np.asarray(init, float)
-        if D0.shape == (d, d):
-            D0 = np.broadcast_to(D0, (H, d, d)).copy()
-        if D0.shape != (H, d, d):
-            raise ValueError(f"initial matrices have shape {D0.shape}, expected ({H}, {d}, {d})")
-    else:
-        D0 = initial_matrices(init, H, d, init_rng, beta=beta, file=init_file)
-    if heads == "gradient" and not _symmetric(D0):
-        (h,), asym = _asymmetry(D0)
-        where = f" in {init_file}" if isinstance(init, str) and init == "file" else ""
-        raise ValueError(
-            f"gradient heads need symmetric initial matrices D_h(0), but head {h}{where} has max |D - D^T| = {asym:.3g}; "
-            "symmetrise them ((D + D^T) / 2) or use general heads"
-        )
+    D0 = _initial_heads(init, H, d, np.random.default_rng(init_ss), beta, init_file, heads)
     A, f, dM = _simulate(process, D0, T, dt, np.random.default_rng(noise_ss), scheme)
     if heads == "gradient":
         V = sign * A
