@@ -31,7 +31,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, is_dataclass
 from pathlib import Path
 
 import numpy as np
@@ -129,8 +129,9 @@ class WeightProcess:
         return Dn, None
 
     def params(self) -> dict | None:
-        """The parameters recorded in the path's ``meta["params"]`` (arrays as lists); None: none recorded."""
-        return {k: (np.asarray(v).tolist() if isinstance(v, np.ndarray) else v) for k, v in asdict(self).items()}
+        """The parameters recorded in the path's ``meta["params"]`` (a dataclass's fields, arrays as
+        lists; none for another class); None: nothing recorded."""
+        return _fields_of(self) if is_dataclass(self) else {}
 
     def weight_path(self, **kw) -> WeightPath:
         """The weight path of this process; ``kw`` as for :func:`generate_weight_path`."""
@@ -168,7 +169,11 @@ class _Adopted(WeightProcess):
         return self.obj.drift(D, t)
 
     def params(self) -> dict | None:
-        return {k: (np.asarray(v).tolist() if isinstance(v, np.ndarray) else v) for k, v in asdict(self.obj).items()}
+        return _fields_of(self.obj)
+
+
+def _fields_of(obj) -> dict:
+    return {k: (np.asarray(v).tolist() if isinstance(v, np.ndarray) else v) for k, v in asdict(obj).items()}
 
 
 def _as_process(process) -> WeightProcess:
