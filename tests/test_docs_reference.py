@@ -138,3 +138,16 @@ def test_guide_pages_are_in_the_site_and_readme_links_resolve():
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     links = re.findall(r"\]\(((?:docs|validation|examples|benchmarks)/[^)#]*)\)", readme) + ["LICENSE"]
     assert links and not [u for u in links if not (ROOT / u).exists()]
+
+
+def test_every_registered_name_is_on_the_config_page(pages):
+    """The registries (weight processes, summation modes, attention kinds, ...) are listed with their entries."""
+    from spherepde._registry import REGISTRIES
+
+    gen, text = pages
+    section = text["config"].split("## Registered names", 1)[1]
+    assert REGISTRIES
+    for reg in REGISTRIES.values():
+        assert f"### {gen._md(reg.kind)}" in section
+        for e in reg.entries():
+            assert f"- {gen._code(e.name)}" in section and gen._md(e.about) in section

@@ -88,7 +88,32 @@ def config_page() -> str:
                 f"{_range(f.metadata)} | {_md(f.metadata.get('doc', ''))} |"
             )
         out.append("")
+    out += _registries_section()
     return "\n".join(out)
+
+
+def _registries_section() -> list[str]:
+    """Every registry of the package (``spherepde._registry.REGISTRIES``) with its names."""
+    import spherepde.model.velocity  # noqa: F401  (the attention kinds; the runner imports the rest)
+    import spherepde.runs.runner  # noqa: F401
+    from spherepde._registry import REGISTRIES
+
+    out = [
+        "## Registered names",
+        "",
+        "Keys whose values are names take them from a registry owned by the module that defines "
+        "the named things; a name registered at run time (`REGISTRY.register(name, obj)`) is accepted "
+        "at once. The names registered by the package:",
+        "",
+    ]
+    for reg in REGISTRIES.values():
+        out += [f"### {_md(reg.kind)}" + (f" ({_code(reg.key)})" if reg.key else ""), ""]
+        for e in reg.entries():
+            also = f" (also {', '.join(_code(a) for a in e.aliases)})" if e.aliases else ""
+            note = " -- not a configuration value" if e.info.get("config", True) is False else ""
+            out.append(f"- {_code(e.name)}{also}: {_md(e.about)}{note}")
+        out.append("")
+    return out
 
 
 def columns_page() -> str:

@@ -14,12 +14,16 @@ overflow-safe scaling both of them return.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
 import numpy as np
 
+from spherepde._registry import Registry
 from spherepde.attention import harmonic
 from spherepde.attention.direct import direct_scaled
 
-__all__ = ["SUMMATION_MODES", "attention_moments"]
+__all__ = ["SUMMATION_MODES", "SummationMode", "attention_moments"]
 
 #: ``summation="auto"`` does not consider the fast path below this many (target, source,
 #: head) triples; above it the cost model of :func:`spherepde.attention.harmonic.predicted_costs`
@@ -37,8 +41,24 @@ def auto_considers_fast(m: int, n: int, H: int) -> bool:
     return m * n * H >= _AUTO_MIN_WORK
 
 
-#: Values of the ``summation`` argument (see :func:`attention_moments`).
-SUMMATION_MODES = ("direct", "fast", "auto")
+@dataclass(frozen=True)
+class SummationMode:
+    """How :func:`attention_moments` sums: ``tries_fast(m, n, H)`` says whether the
+    spherical-harmonic route is tried for m targets, n sources and H heads (d = 3 with the
+    vectorised kernel only); ``harmonic`` is the ``mode`` that route then runs in
+    (:func:`spherepde.attention.harmonic.moments`: ``"fast"`` keeps to direct sums only where
+    it cannot meet the tolerance, ``"auto"`` also where it is not predicted cheaper)."""
+
+    tries_fast: Callable[[int, int, int], bool]
+    harmonic: str = "fast"
+
+
+#: The summation modes: the ``summation`` argument of :func:`attention_moments` and the config
+#: key ``solver.summation`` name one; each entry is a :class:`SummationMode`.
+SUMMATION_MODES = Registry("summation mode", key="solver.summation")
+SUMMATION_MODES.register("direct", SummationMode(lambda m, n, H: False), about="the exact O(m n H) sums (spherepde.attention.direct)")
+SUMMATION_MODES.register("fast", SummationMode(lambda m, n, H: True, "fast"), about="spherical-harmonic expansion with error control, O((m H + n) L^2)")
+SUMMATION_MODES.register("auto", SummationMode(auto_considers_fast, "auto"), about="fast where it meets the tolerance and is predicted cheaper, else direct")
 
 
 def attention_moments(X, Y, w, A, *, want_q: bool = False, log: bool = False, simd: bool = True,
@@ -76,8 +96,7 @@ def attention_moments(X, Y, w, A, *, want_q: bool = False, log: bool = False, si
     Mom : (m, H, d)   sum_j w_j e^{...} y_j   (or divided by Z)
     Q : (m, H) or None
     """
-    if summation not in SUMMATION_MODES:
-        raise ValueError(f"summation must be one of {SUMMATION_MODES}, got {summation!r}")
+    how = SUMMATION_MODES.get(summation)
     X = np.ascontiguousarray(X, dtype=np.float64)
     Y = np.ascontiguousarray(Y, dtype=np.float64)
     w = np.ascontiguousarray(w, dtype=np.float64)
@@ -89,10 +108,10 @@ def attention_moments(X, Y, w, A, *, want_q: bool = False, log: bool = False, si
         )
     m, d = X.shape
     H = A.shape[0]
-    if summation == "direct" or not simd or d != 3 or (summation == "auto" and not auto_considers_fast(m, Y.shape[0], H)):
+    if not simd or d != 3 or not how.tries_fast(m, Y.shape[0], H):
         C, Z, Mom, Q = direct_scaled(X, Y, w, A, want_q, simd)
     else:
-        C, Z, Mom, Q, _info = harmonic.moments(X, Y, w, A, want_q=want_q, tol=tol, tol_moments=tol_moments, mode=summation, log_form=log)
+        C, Z, Mom, Q, _info = harmonic.moments(X, Y, w, A, want_q=want_q, tol=tol, tol_moments=tol_moments, mode=how.harmonic, log_form=log)
         if log:  # already in log form (log Z, Mom/Z, Q/Z)
             return Z, Mom, (Q if want_q else None)
     if log:

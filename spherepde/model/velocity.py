@@ -16,9 +16,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from spherepde._registry import Registry
 from spherepde.attention import attention_moments
 
-__all__ = ["HeadFields", "head_fields", "velocity_from_fields", "project"]
+__all__ = ["ATTENTION_KINDS", "HeadFields", "head_fields", "softmax_heads", "velocity_from_fields", "project"]
 
 
 @dataclass
@@ -42,7 +43,22 @@ def project(X, vec):
     return vec - np.sum(X * vec, axis=-1, keepdims=True) * X
 
 
-def velocity_from_fields(X, fields: HeadFields, V) -> np.ndarray:
-    """v(x) = (1/H) sum_h P_x V_h Y_h(x) / Z_h(x), shape (n, d) (docs/model.md §1)."""
-    a = np.einsum("hkl,ihl->ihk", V, fields.Y) / fields.Z[:, :, None]
+#: The attention kinds: how a head turns its sums into the value it transports with. An entry is
+#: a function ``(fields, V) -> a`` of :class:`HeadFields` and the value matrices V (H, d, d)
+#: returning the per-head ambient vectors a_h(x), shape (n, H, d); the velocity is
+#: v(x) = (1/H) sum_h P_x a_h(x). ``softmax`` is the model's (normalised by Z_h); an
+#: unnormalised kind would register a_h = V_h Y_h.
+ATTENTION_KINDS = Registry("attention kind")
+
+
+@ATTENTION_KINDS.register("softmax", about="a_h(x) = V_h Y_h(x) / Z_h(x), the softmax average (docs/model.md §1)")
+def softmax_heads(fields: HeadFields, V) -> np.ndarray:
+    """a_h(x) = V_h Y_h(x) / Z_h(x), shape (n, H, d)."""
+    return np.einsum("hkl,ihl->ihk", V, fields.Y) / fields.Z[:, :, None]
+
+
+def velocity_from_fields(X, fields: HeadFields, V, *, kind: str = "softmax") -> np.ndarray:
+    """v(x) = (1/H) sum_h P_x a_h(x), shape (n, d), with a_h of the attention kind ``kind``
+    (:data:`ATTENTION_KINDS`; ``softmax``: a_h = V_h Y_h / Z_h, docs/model.md §1)."""
+    a = ATTENTION_KINDS.get(kind)(fields, V)
     return project(X, a.mean(axis=1))

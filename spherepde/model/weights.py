@@ -18,10 +18,12 @@ Stored on the grid (K + 1 points, K steps):
   Euler--Maruyama; the Gaussian part of the exact OU transition), used for the
   martingale term of the energy balance (docs/model.md §3).
 
-Processes (dataclasses, :data:`PROCESSES` registry): ``ou`` f = kappa (M - D);
-``oscillating`` f = F_h(t) - D (the paper's target, three phase conventions);
-``frozen`` f = 0; ``drift`` a user-supplied Python callable; and ``file`` (matrices
-given on a time grid, read from .npz/.npy).
+Processes are :class:`WeightProcess` subclasses, each registered in :data:`PROCESSES` where it
+is defined and built from its config section by its own ``from_config``: ``ou`` f = kappa (M - D);
+``oscillating`` f = F_h(t) - D (the paper's target, three phase conventions); ``frozen``
+f = 0; ``file`` (matrices given on a time grid, or a saved path, read from .npz/.npy); and
+``drift`` a user-supplied Python callable (Python API only). A new process is a subclass
+and one ``PROCESSES.register(name)``; ``weights.process = name`` then selects it.
 """
 
 from __future__ import annotations
@@ -29,19 +31,24 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, is_dataclass
 from pathlib import Path
 
 import numpy as np
 
-from spherepde._base import atomic_savez, load_arrays
+from spherepde._base import ConfigError, atomic_savez, load_arrays
+from spherepde._registry import Registry
 
 __all__ = [
     "OUProcess",
     "OscillatingProcess",
     "FrozenProcess",
     "DriftProcess",
+    "FileProcess",
+    "WeightProcess",
     "PROCESSES",
+    "configurable_processes",
+    "process_from_config",
     "WeightPath",
     "initial_matrices",
     "generate_weight_path",
@@ -51,8 +58,131 @@ __all__ = [
 
 
 # --------------------------------------------------------------------------- processes
+#: The weight processes by name: ``weights.process`` names one, and the config's choices,
+#: ``spherepde config --show`` and the reference page read this registry. An entry is a
+#: :class:`WeightProcess` subclass; ``info`` ``config=False`` keeps it out of the config's
+#: choices (a process that cannot be built from a config section).
+PROCESSES = Registry("weight process", key="weights.process")
+
+
+def configurable_processes() -> tuple[str, ...]:
+    """The names (and aliases) ``weights.process`` accepts: every registered process a config section can build."""
+    return PROCESSES.names(aliases=True, where=lambda e: e.info.get("config", True))
+
+
+def process_from_config(section) -> WeightProcess:
+    """The process that the config section ``section`` (duck-typed: ``process`` plus the keys the
+    process reads, e.g. a :class:`spherepde.runs.config.WeightsSection`) names, built by its class."""
+    return PROCESSES.get(section.process).from_config(section)
+
+
+class WeightProcess:
+    """The protocol of a weight process dD_h = f_h(D_h, t) dt + sigma dW^sym_h (docs/model.md §2).
+
+    A process has a ``name``, a noise level ``sigma`` and ``drift(D, t)`` -> f, shapes
+    (H, d, d). Subclasses override what they know better than the defaults here:
+
+    * :meth:`from_config` -- the process a config section describes (default: ``cls()``);
+    * :meth:`stepper` -- the one-step map of a scheme (default: Euler--Maruyama for
+      ``euler``; ``exact`` is refused unless the process has an exact transition);
+    * :meth:`params` -- the parameters recorded in ``WeightPath.meta`` (default: the dataclass fields);
+    * :meth:`weight_path` -- the path itself (default: :func:`generate_weight_path`);
+      ``from_file`` is True for a process whose path is read rather than generated.
+
+    A new process is one class and one ``PROCESSES.register(name)``; a config naming it
+    (``weights.process = name``) then runs it. Any object with ``name``, ``sigma`` and
+    ``drift`` can drive :func:`generate_weight_path` directly (Euler--Maruyama only).
+    """
+
+    name: str = ""
+    sigma: float = 0.0
+    from_file: bool = False
+
+    def drift(self, D: np.ndarray, t: float) -> np.ndarray:
+        raise NotImplementedError(f"{type(self).__name__} defines no drift(D, t)")
+
+    @classmethod
+    def from_config(cls, section) -> WeightProcess:
+        """The process described by a config section (duck-typed; see :func:`process_from_config`)."""
+        return cls()
+
+    @classmethod
+    def check_config(cls, cfg) -> None:
+        """Refuse a run configuration this process cannot make a path for, with a
+        :class:`spherepde._base.ConfigError` naming the key; ``cfg`` is duck-typed (sections
+        ``weights``, ``model``, ``solver``). The config check calls it; default: no rule."""
+
+    def stepper(self, scheme: str) -> Callable:
+        """The step (D_k, f_k, t_k, dt, rng) -> (D_{k+1}, dM_k or None) of ``scheme``."""
+        if scheme == "exact":
+            raise ValueError(f"scheme 'exact' is not available for the {self.name!r} process (it has no exact transition); use 'euler'")
+        return self.euler_maruyama_step
+
+    def euler_maruyama_step(self, D: np.ndarray, f: np.ndarray, t: float, dt: float, rng):
+        """D + dt f + sigma sqrt(dt) dW^sym (the paper's scheme); dM = the noise term or None."""
+        sigma = float(self.sigma)
+        Dn = D + dt * f
+        if sigma > 0:
+            dM = sigma * math.sqrt(dt) * _sym_noise(rng, *D.shape[:2])
+            Dn += dM
+            return Dn, dM
+        return Dn, None
+
+    def params(self) -> dict | None:
+        """The parameters recorded in the path's ``meta["params"]`` (a dataclass's fields, arrays as
+        lists; none for another class); None: nothing recorded."""
+        return _fields_of(self) if is_dataclass(self) else {}
+
+    def weight_path(self, **kw) -> WeightPath:
+        """The weight path of this process; ``kw`` as for :func:`generate_weight_path`."""
+        return generate_weight_path(self, **kw)
+
+
+def _check_euler_growth(cfg, rate: float, key: str, what: Callable[[], str]) -> None:
+    """Euler--Maruyama for dD = r (M - D) dt + ... multiplies deviations by (1 - r dt) per
+    step; with r dt > 2 they grow, and a path that grows past double precision (|1 - r dt|^K
+    > 1e300) can never be computed: ConfigError naming ``key`` (``what()`` states the product)."""
+    w = cfg.weights
+    if w.scheme != "euler":
+        return
+    factor = abs(1.0 - rate * w.dt)
+    if factor <= 1.0:
+        return
+    steps = cfg.solver.T / w.dt
+    log_growth = steps * math.log10(factor)
+    if log_growth > 300:
+        raise ConfigError(
+            f"{key}: {what()} > 2 makes the Euler-Maruyama weight path grow like |1 - r dt|^K = 1e{log_growth:.0f} "
+            f"over K = {steps:.6g} steps (it overflows); use weights.scheme = 'exact' or weights.dt < {2 / rate:g}"
+        )
+
+
+class _Adopted(WeightProcess):
+    """A plain object with ``name``, ``sigma`` and ``drift`` (e.g. a user's dataclass) as a process."""
+
+    def __init__(self, obj):
+        self.obj = obj
+        self.name = obj.name
+        self.sigma = float(getattr(obj, "sigma", 0.0))
+
+    def drift(self, D: np.ndarray, t: float) -> np.ndarray:
+        return self.obj.drift(D, t)
+
+    def params(self) -> dict | None:
+        return _fields_of(self.obj)
+
+
+def _fields_of(obj) -> dict:
+    return {k: (np.asarray(v).tolist() if isinstance(v, np.ndarray) else v) for k, v in asdict(obj).items()}
+
+
+def _as_process(process) -> WeightProcess:
+    return process if isinstance(process, WeightProcess) else _Adopted(process)
+
+
+@PROCESSES.register("ou", about="Ornstein-Uhlenbeck: f = kappa (M - D), M = mean * I (keys mean, kappa, sigma)")
 @dataclass(frozen=True)
-class OUProcess:
+class OUProcess(WeightProcess):
     """Ornstein--Uhlenbeck: dD = kappa (M - D) dt + sigma dW^sym; M = mean * I or a matrix.
 
     Paper values (Section 6): M = I, kappa = 1, sigma^2 = 2.
@@ -62,6 +192,23 @@ class OUProcess:
     kappa: float = 1.0
     sigma: float = math.sqrt(2.0)
     name = "ou"
+
+    @classmethod
+    def from_config(cls, section) -> OUProcess:
+        return cls(mean=section.mean, kappa=section.kappa, sigma=section.sigma)
+
+    @classmethod
+    def check_config(cls, cfg) -> None:
+        """The exact transition needs kappa > 0; an Euler--Maruyama path must stay finite (rate kappa),
+        unless it starts at the mean with sigma = 0 (nothing excites the unstable mode)."""
+        w = cfg.weights
+        if w.kappa == 0 and w.scheme == "exact":
+            raise ConfigError("weights.scheme: the exact OU transition needs kappa > 0")
+        at_rest = w.sigma == 0 and (
+            (w.init == "identity" and w.mean == 1.0) or (w.init == "beta" and w.beta == w.mean)
+        ) and (cfg.model.heads == "gradient" or w.value_init == w.init)
+        if not at_rest:
+            _check_euler_growth(cfg, w.kappa, "weights.kappa", lambda: f"kappa * weights.dt = {w.kappa * w.dt:g}")
 
     def mean_matrix(self, d: int) -> np.ndarray:
         M = np.asarray(self.mean, dtype=float)
@@ -74,9 +221,24 @@ class OUProcess:
     def drift(self, D: np.ndarray, t: float) -> np.ndarray:
         return self.kappa * (self.mean_matrix(D.shape[-1])[None] - D)
 
+    def stepper(self, scheme: str) -> Callable:
+        return self.exact_step if scheme == "exact" else self.euler_maruyama_step
 
+    def exact_step(self, D: np.ndarray, f: np.ndarray, t: float, dt: float, rng):
+        """The exact OU transition: M + e^{-kappa dt} (D - M) + std dW^sym, std^2 = sigma^2 (1 - e^{-2 kappa dt}) / (2 kappa)."""
+        sigma = float(self.sigma)
+        H, d = D.shape[:2]
+        M = self.mean_matrix(d)[None]
+        kap = self.kappa
+        decay = math.exp(-kap * dt)
+        std = sigma * math.sqrt((1 - math.exp(-2 * kap * dt)) / (2 * kap)) if kap != 0 else sigma * math.sqrt(dt)
+        noise = std * _sym_noise(rng, H, d) if sigma > 0 else 0.0
+        return M + decay * (D - M) + noise, (noise if sigma > 0 else None)
+
+
+@PROCESSES.register("oscillating", about="the paper's target: f = F_h(t) - D, sigma = 0 (key phase)")
 @dataclass(frozen=True)
-class OscillatingProcess:
+class OscillatingProcess(WeightProcess):
     """The paper's oscillating weights: dD_h = (F_h(t) - D_h) dt, sigma = 0 by default.
 
     ``phase`` selects the per-head phase convention (docs/model.md §2): ``shift``
@@ -95,13 +257,38 @@ class OscillatingProcess:
                 "use 'shift', 'figure' or 'in-phase'"
             )
 
+    @classmethod
+    def from_config(cls, section) -> OscillatingProcess:
+        return cls(phase=section.phase)
+
+    @classmethod
+    def check_config(cls, cfg) -> None:
+        """d >= 2, and an Euler--Maruyama path must stay finite (rate 1)."""
+        w = cfg.weights
+        if w.phase and cfg.model.d < 2:
+            raise ConfigError("weights.process: oscillating weights need d >= 2")
+        _check_euler_growth(cfg, 1.0, "weights.dt", lambda: f"weights.dt = {w.dt:g}")
+
     def drift(self, D: np.ndarray, t: float) -> np.ndarray:
         H, d, _ = D.shape
         return oscillating_target(t, d, H, self.phase) - D
 
+    def stepper(self, scheme: str) -> Callable:
+        if scheme != "exact":
+            return self.euler_maruyama_step
+        if float(self.sigma) != 0.0:
+            raise ValueError("scheme 'exact' for oscillating weights requires sigma = 0")
+        return self.exact_step
 
+    def exact_step(self, D: np.ndarray, f: np.ndarray, t: float, dt: float, rng):
+        """The exact relaxation e^{-dt} D + int_t^{t+dt} e^{-(t+dt-u)} F_h(u) du (sigma = 0)."""
+        H, d = D.shape[:2]
+        return math.exp(-dt) * D + _oscillating_relaxation(t, t + dt, d, H, self.phase), None
+
+
+@PROCESSES.register("frozen", about="frozen weights: f = 0, D_h(t) = D_h(0)")
 @dataclass(frozen=True)
-class FrozenProcess:
+class FrozenProcess(WeightProcess):
     """Frozen weights: f = 0 (sigma = 0): D_h(t) = D_h(0)."""
 
     sigma: float = 0.0
@@ -110,9 +297,38 @@ class FrozenProcess:
     def drift(self, D: np.ndarray, t: float) -> np.ndarray:
         return np.zeros_like(D)
 
+    def stepper(self, scheme: str) -> Callable:
+        return self.euler_maruyama_step  # exact for f = 0
 
+
+@PROCESSES.register("file", about="matrices given on a time grid, or a saved weight path (key path_file)")
 @dataclass(frozen=True)
-class DriftProcess:
+class FileProcess(WeightProcess):
+    """Weights read from a file: a saved :class:`WeightPath` (.npz with its keys) or matrices
+    D (K+1, H, d, d) on the grid t_k = k dt (:func:`weight_path_from_arrays`)."""
+
+    path_file: str = ""
+    dt: float = 0.01
+    name = "file"
+    from_file = True
+
+    @classmethod
+    def from_config(cls, section) -> FileProcess:
+        return cls(path_file=section.path_file, dt=section.dt)
+
+    def weight_path(self, *, sign: float = -1.0, **_generated) -> WeightPath:
+        """The path in the file (the keys of a generated path other than ``sign`` do not apply)."""
+        path = Path(self.path_file)
+        with load_arrays(path) as z:
+            is_saved_path = {"A", "V", "drift", "dM"} <= set(z.files)
+        if is_saved_path:
+            return WeightPath.load(path)
+        return weight_path_from_arrays(read_array(path, key="D"), self.dt, sign=sign)
+
+
+@PROCESSES.register("drift", about="a user-supplied Python callable fn(D, t) (Python API only)", config=False)
+@dataclass(frozen=True)
+class DriftProcess(WeightProcess):
     """User-supplied drift: ``fn(D, t) -> f`` with D and f of shape (H, d, d) (Python API only)."""
 
     fn: Callable[[np.ndarray, float], np.ndarray] = field(repr=False, default=None)  # type: ignore[assignment]
@@ -123,6 +339,10 @@ class DriftProcess:
         if not callable(self.fn):
             raise TypeError(f"DriftProcess needs a callable fn(D, t) -> f, got {self.fn!r}")
 
+    @classmethod
+    def from_config(cls, section) -> DriftProcess:
+        raise ValueError("weights.process: the 'drift' process takes a Python callable; build DriftProcess(fn) in Python")
+
     def drift(self, D: np.ndarray, t: float) -> np.ndarray:
         f = np.asarray(self.fn(D.copy(), float(t)), dtype=float)
         if f.shape != D.shape:
@@ -131,8 +351,8 @@ class DriftProcess:
             raise ValueError(f"drift function returned non-finite values at t = {t}")
         return f
 
-
-PROCESSES = {"ou": OUProcess, "oscillating": OscillatingProcess, "frozen": FrozenProcess, "drift": DriftProcess}
+    def params(self) -> dict | None:
+        return None  # a callable is not a recordable parameter
 
 
 # ------------------------------------------------------------- oscillating target F_h(t)
@@ -475,45 +695,52 @@ def _sym_noise(rng: np.random.Generator, H: int, d: int) -> np.ndarray:
     return 0.5 * (G + np.swapaxes(G, 1, 2))
 
 
-def _simulate(process, D0: np.ndarray, T: float, dt: float, rng, scheme: str):
-    """Integrate one matrix process; returns (D (K+1,...), drift (K+1,...), dM (K,...))."""
+def _simulate(process: WeightProcess, D0: np.ndarray, T: float, dt: float, rng, scheme: str):
+    """Integrate one matrix process; returns (D (K+1,...), drift (K+1,...), dM (K,...)).
+
+    Each step is the process's own (:meth:`WeightProcess.stepper`): f_k = drift(D_k, t_k),
+    then (D_{k+1}, dM_k) from D_k, f_k; dM_k = 0 for a step without noise.
+    """
     K = int(round(T / dt))
     if K < 1 or abs(K * dt - T) > 1e-9 * max(1.0, T):
         raise ValueError(f"weight path: T = {T} must be a positive multiple of dt = {dt}")
     H, d, _ = D0.shape
-    sigma = float(getattr(process, "sigma", 0.0))
     D = np.empty((K + 1, H, d, d))
     f = np.empty((K + 1, H, d, d))
     dM = np.zeros((K, H, d, d))
     D[0] = D0
-    use_exact = scheme == "exact"
-    if use_exact and not isinstance(process, (OUProcess, OscillatingProcess, FrozenProcess)):
-        raise ValueError(f"scheme 'exact' is available for ou, oscillating and frozen processes, not {process.name!r}")
-    if use_exact and isinstance(process, OscillatingProcess) and sigma != 0.0:
-        raise ValueError("scheme 'exact' for oscillating weights requires sigma = 0")
+    step = process.stepper(scheme)
     for k in range(K):
         t = k * dt
         f[k] = process.drift(D[k], t)
-        if use_exact and isinstance(process, OUProcess):
-            M = process.mean_matrix(d)[None]
-            kap = process.kappa
-            decay = math.exp(-kap * dt)
-            std = sigma * math.sqrt((1 - math.exp(-2 * kap * dt)) / (2 * kap)) if kap != 0 else sigma * math.sqrt(dt)
-            noise = std * _sym_noise(rng, H, d) if sigma > 0 else 0.0
-            D[k + 1] = M + decay * (D[k] - M) + noise
-            if sigma > 0:
-                dM[k] = noise
-        elif use_exact and isinstance(process, OscillatingProcess):
-            D[k + 1] = math.exp(-dt) * D[k] + _oscillating_relaxation(t, t + dt, d, H, process.phase)
-        else:  # Euler--Maruyama (the paper's scheme); exact for frozen
-            D[k + 1] = D[k] + dt * f[k]
-            if sigma > 0:
-                dM[k] = sigma * math.sqrt(dt) * _sym_noise(rng, H, d)
-                D[k + 1] += dM[k]
+        D[k + 1], noise = step(D[k], f[k], t, dt, rng)
+        if noise is not None:
+            dM[k] = noise
         if not np.all(np.isfinite(D[k + 1])):
             raise FloatingPointError(f"weight path became non-finite at t = {(k + 1) * dt}; reduce dt or check the drift")
     f[K] = process.drift(D[K], K * dt)
     return D, f, dM
+
+
+def _initial_heads(init, H: int, d: int, rng, beta: float, init_file, heads: str) -> np.ndarray:
+    """D_h(0), shape (H, d, d), from ``init`` (a kind of :func:`initial_matrices` or an (H, d, d)
+    or (d, d) array); gradient heads need symmetric matrices."""
+    if isinstance(init, np.ndarray):
+        D0 = np.asarray(init, float)
+        if D0.shape == (d, d):
+            D0 = np.broadcast_to(D0, (H, d, d)).copy()
+        if D0.shape != (H, d, d):
+            raise ValueError(f"initial matrices have shape {D0.shape}, expected ({H}, {d}, {d})")
+    else:
+        D0 = initial_matrices(init, H, d, rng, beta=beta, file=init_file)
+    if heads == "gradient" and not _symmetric(D0):
+        (h,), asym = _asymmetry(D0)
+        where = f" in {init_file}" if isinstance(init, str) and init == "file" else ""
+        raise ValueError(
+            f"gradient heads need symmetric initial matrices D_h(0), but head {h}{where} has max |D - D^T| = {asym:.3g}; "
+            "symmetrise them ((D + D^T) / 2) or use general heads"
+        )
+    return D0
 
 
 def generate_weight_path(
@@ -537,7 +764,8 @@ def generate_weight_path(
 
     Parameters
     ----------
-    process : one of the process dataclasses (OUProcess, OscillatingProcess, ...).
+    process : a :class:`WeightProcess` (OUProcess, OscillatingProcess, ...) or any object with
+        ``name``, ``sigma`` and ``drift(D, t)`` (stepped by Euler--Maruyama).
     H, d : number of heads and the ambient dimension (tokens on S^{d-1}).
     T, dt : final time and grid step; T must be a multiple of dt.
     seed : seeds the noise (numpy PCG64 through ``SeedSequence(seed)``); the same seed
@@ -562,26 +790,12 @@ def generate_weight_path(
         raise ValueError(f"heads must be 'gradient' or 'general', got {heads!r}")
     if scheme not in ("euler", "exact"):
         raise ValueError(f"scheme must be 'euler' or 'exact', got {scheme!r}")
+    process = _as_process(process)
     ss = np.random.SeedSequence(seed)
     noise_ss, init_ss, vnoise_ss, vinit_ss = ss.spawn(4)
     if init_seed is not None:
         init_ss = np.random.SeedSequence(init_seed)
-    init_rng = np.random.default_rng(init_ss)
-    if isinstance(init, np.ndarray):
-        D0 = np.asarray(init, float)
-        if D0.shape == (d, d):
-            D0 = np.broadcast_to(D0, (H, d, d)).copy()
-        if D0.shape != (H, d, d):
-            raise ValueError(f"initial matrices have shape {D0.shape}, expected ({H}, {d}, {d})")
-    else:
-        D0 = initial_matrices(init, H, d, init_rng, beta=beta, file=init_file)
-    if heads == "gradient" and not _symmetric(D0):
-        (h,), asym = _asymmetry(D0)
-        where = f" in {init_file}" if isinstance(init, str) and init == "file" else ""
-        raise ValueError(
-            f"gradient heads need symmetric initial matrices D_h(0), but head {h}{where} has max |D - D^T| = {asym:.3g}; "
-            "symmetrise them ((D + D^T) / 2) or use general heads"
-        )
+    D0 = _initial_heads(init, H, d, np.random.default_rng(init_ss), beta, init_file, heads)
     A, f, dM = _simulate(process, D0, T, dt, np.random.default_rng(noise_ss), scheme)
     if heads == "gradient":
         V = sign * A
@@ -594,15 +808,16 @@ def generate_weight_path(
             V0 = initial_matrices(value_init, H, d, np.random.default_rng(vinit_ss), beta=beta)
         V, _, _ = _simulate(process, V0, T, dt, np.random.default_rng(vnoise_ss), scheme)
     meta = {"process": process.name, "scheme": scheme, "seed": seed, "init": init if isinstance(init, str) else "array"}
-    if not isinstance(process, DriftProcess):
-        meta["params"] = {k: (np.asarray(v).tolist() if isinstance(v, np.ndarray) else v) for k, v in asdict(process).items()}
+    params = process.params()
+    if params is not None:
+        meta["params"] = params
     return WeightPath(
         dt=float(dt),
         A=A,
         V=V,
         drift=f,
         dM=dM,
-        sigma=float(getattr(process, "sigma", 0.0)),
+        sigma=float(process.sigma),
         heads=heads,
         sign=float(sign),
         meta=meta,

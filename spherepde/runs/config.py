@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from spherepde._base import ConfigError, available_memory, format_bytes, load_arrays
+from spherepde.attention.sums import SUMMATION_MODES
+from spherepde.model.weights import PROCESSES, configurable_processes
 from spherepde.solvers.integrators import integrator_names, resolve_integrator
 
 _log = logging.getLogger(__name__)
@@ -68,7 +70,7 @@ class ModelSection:
 
 @dataclass(frozen=True)
 class WeightsSection:
-    process: str = _f("ou", "weight process: 'ou', 'oscillating', 'frozen' or 'file'", choices=("ou", "oscillating", "frozen", "file"))
+    process: str = _f("ou", "weight process registered in spherepde.model.weights.PROCESSES, built from this section: 'ou' (Ornstein-Uhlenbeck) reads mean, kappa, sigma; 'oscillating' (the paper's target) phase; 'file' path_file", choices=configurable_processes)
     mean: float = _f(1.0, "ou: mean matrix M = mean * I")
     kappa: float = _f(1.0, "ou: mean-reversion rate kappa", min=0.0)
     sigma: float = _f(math.sqrt(2.0), "noise level sigma (paper: sigma^2 = 2 for ou); used by 'ou' only", min=0.0)
@@ -119,7 +121,7 @@ class SolverSection:
     cfl: float = _f(0.5, "mesh: CFL number in (0, 1]", gt=0.0, max=1.0)
     tol: float = _f(1e-3, "mesh, integrator 'implicit': local error per step (mass moved, plus mass x displacement of point masses) that sets the step", gt=0.0, max=1.0)
     atoms: bool = _f(False, "mesh, integrator 'implicit': carry collapsed clusters as point masses (merge times free of numerical diffusion; docs/model.md)")
-    summation: str = _f("auto", "mesh: attention sums 'direct', 'fast' (spherical harmonics, O(N L^2)) or 'auto' (fast where it pays and meets summation_tol)", choices=("direct", "fast", "auto"))
+    summation: str = _f("auto", "mesh: how the attention sums are evaluated (spherepde.attention.SUMMATION_MODES): 'direct' exactly, 'fast' by spherical harmonics (O(N L^2)), 'auto' fast where it pays and meets summation_tol", choices=lambda: SUMMATION_MODES.names(aliases=True))
     summation_tol: float = _f(1e-10, "mesh: accuracy of the fast sums (relative error of Z_h and error of the softmax average)", gt=0.0)
     diagnostics_tol: float = _f(1e-6, "mesh: accuracy of the fast sums' moments Y_h/Z_h and Q_h/Z_h, which feed only the energy diagnostics (G2, d_tE, martingale), not the potential velocity; taken as summation_tol when smaller", gt=0.0)
 
@@ -406,7 +408,8 @@ def _check_consistency(cfg: Config, base_dir: Path | None) -> None:
             if not any(m):
                 raise ConfigError(f"initial.means: mean {i + 1} is the zero vector {ini.means[i]!r}; a vMF mean is a direction, give a non-zero vector")
     check_resources(cfg)  # before the grid checks below, which need T / dt to be a sane number
-    _check_euler_growth(cfg)
+    process = PROCESSES.get(w.process)
+    process.check_config(cfg)  # the process's own rules (e.g. the Euler-Maruyama path must stay finite)
     if cfg.solver.T < w.dt or not _is_multiple(cfg.solver.T, w.dt):
         raise ConfigError(f"solver.T: T = {cfg.solver.T} must be a whole multiple of weights.dt = {w.dt}")
     if not _is_multiple(out.record_dt, w.dt):
@@ -421,14 +424,10 @@ def _check_consistency(cfg: Config, base_dir: Path | None) -> None:
             raise ConfigError(f"solver.T: T = {cfg.solver.T} must be a whole multiple of the particle step {pdt}")
     if not _is_multiple(out.snapshot_dt, out.record_dt):
         raise ConfigError(f"output.snapshot_dt: {out.snapshot_dt} must be a whole multiple of output.record_dt = {out.record_dt}")
-    if w.process == "oscillating" and w.phase and model.d < 2:
-        raise ConfigError("weights.process: oscillating weights need d >= 2")
-    if w.process == "ou" and w.kappa == 0 and w.scheme == "exact":
-        raise ConfigError("weights.scheme: the exact OU transition needs kappa > 0")
     base = base_dir or Path.cwd()
     for key, needed, value in (
         ("weights.init_file", w.init == "file", w.init_file),
-        ("weights.path_file", w.process == "file", w.path_file),
+        ("weights.path_file", process.from_file, w.path_file),
         ("initial.file", ini.kind == "file", ini.file),
         ("mesh.file", bool(cfg.mesh.file), cfg.mesh.file),
     ):
@@ -448,10 +447,10 @@ def _check_consistency(cfg: Config, base_dir: Path | None) -> None:
         src = Path(ini.run) if Path(ini.run).is_absolute() else base / ini.run
         if not (src / "config.toml").is_file():
             raise ConfigError(f"initial.run: {src} is not a spherepde run folder (no config.toml); give the folder of a run")
-    if w.process == "file":
+    if process.from_file:
         _check_path_file(cfg, Path(w.path_file) if Path(w.path_file).is_absolute() else base / w.path_file)
-    if cfg.montecarlo.paths > 1 and w.process == "file":
-        raise ConfigError("montecarlo.paths: Monte-Carlo over noise paths needs a generated weight process, not 'file'")
+    if cfg.montecarlo.paths > 1 and process.from_file:
+        raise ConfigError(f"montecarlo.paths: Monte-Carlo over noise paths needs a generated weight process, not {w.process!r}")
 
 
 # ------------------------------------------------------------------ sanity and resources
@@ -490,31 +489,6 @@ def _check_sanity_bounds(cfg: Config) -> None:
         value = getattr(getattr(cfg, sec), name)
         if abs(value) > bound:
             raise ConfigError(f"{key}: {value:g} is too large ({why}); use at most {bound:g}")
-
-
-def _check_euler_growth(cfg: Config) -> None:
-    """Euler--Maruyama for dD = r (M - D) dt + ... multiplies deviations by (1 - r dt) per
-    step; with r dt > 2 they grow, and a path that grows past double precision (|1 - r dt|^K
-    > 1e300) can never be computed. ``ou``: r = kappa; ``oscillating``: r = 1."""
-    w = cfg.weights
-    if w.scheme != "euler" or w.process not in ("ou", "oscillating"):
-        return
-    rate, key = (w.kappa, "weights.kappa") if w.process == "ou" else (1.0, "weights.dt")
-    factor = abs(1.0 - rate * w.dt)
-    if factor <= 1.0:
-        return
-    if w.process == "ou" and w.sigma == 0 and (
-        (w.init == "identity" and w.mean == 1.0) or (w.init == "beta" and w.beta == w.mean)
-    ) and (cfg.model.heads == "gradient" or w.value_init == w.init):
-        return  # the path starts at the mean and nothing excites the unstable mode
-    steps = cfg.solver.T / w.dt
-    log_growth = steps * math.log10(factor)
-    if log_growth > 300:
-        what = f"kappa * weights.dt = {rate * w.dt:g}" if w.process == "ou" else f"weights.dt = {w.dt:g}"
-        raise ConfigError(
-            f"{key}: {what} > 2 makes the Euler-Maruyama weight path grow like |1 - r dt|^K = 1e{log_growth:.0f} "
-            f"over K = {steps:.6g} steps (it overflows); use weights.scheme = 'exact' or weights.dt < {2 / rate:g}"
-        )
 
 
 _NPY_MAGIC = b"\x93NUMPY"
@@ -675,6 +649,14 @@ def _toml_value(value) -> str:
     return tomli_w.dumps({"v": value}).strip()[4:]
 
 
+def _described(meta) -> str:
+    """A field's description; a field whose values come from a registry also names them
+    (those registered now, run-time registrations included)."""
+    if not callable(meta.get("choices")):
+        return meta["doc"]
+    return f"{meta['doc']}; one of {', '.join(repr(c) for c in choices_of(meta))}"
+
+
 def config_to_toml(cfg: Config, *, comments: bool = True) -> str:
     """The configuration as TOML text; with ``comments`` every key carries its description."""
     lines = []
@@ -685,7 +667,7 @@ def config_to_toml(cfg: Config, *, comments: bool = True) -> str:
             value = _toml_value(getattr(obj, f.name))
             line = f"{f.name} = {value}"
             if comments:
-                line = f"{line:<40} # {f.metadata['doc']}"
+                line = f"{line:<40} # {_described(f.metadata)}"
             lines.append(line)
         lines.append("")
     return "\n".join(lines)

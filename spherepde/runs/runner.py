@@ -50,16 +50,9 @@ from pathlib import Path
 
 import numpy as np
 
-from spherepde._base import __version__, atomic_write_text, load_arrays, one_line
+from spherepde._base import __version__, atomic_write_text, one_line
 from spherepde.model.columns import undefined_without_energy
-from spherepde.model.weights import (
-    FrozenProcess,
-    OscillatingProcess,
-    OUProcess,
-    WeightPath,
-    generate_weight_path,
-    weight_path_from_arrays,
-)
+from spherepde.model.weights import WeightPath, process_from_config
 from spherepde.runs import interrupt as _interrupt
 from spherepde.runs.config import Config, config_to_toml
 from spherepde.runs.progress import ProgressBar
@@ -157,54 +150,37 @@ class _FileContext:
 
 
 def build_weight_path(cfg: Config, *, seed: int | None = None) -> WeightPath:
-    """The weight path of a configuration (seed overrides ``weights.seed``)."""
-    with _FileContext("weights.path_file", cfg.weights.path_file, cfg.weights.process == "file"), _FileContext(
-        "weights.init_file", cfg.weights.init_file, cfg.weights.init == "file" and cfg.weights.process != "file"
-    ):
-        return _build_weight_path(cfg, seed=seed)
-
-
-def _build_weight_path(cfg: Config, *, seed: int | None = None) -> WeightPath:
+    """The weight path of a configuration (seed overrides ``weights.seed``): the process that
+    ``weights.process`` names in :data:`spherepde.model.weights.PROCESSES`, built from the
+    ``[weights]`` section by its class, makes the path; a path read from a file is checked to
+    fit the run."""
     w, m = cfg.weights, cfg.model
-    seed = w.seed if seed is None else seed
-    if w.process == "file":
-        path = Path(w.path_file)
-        with load_arrays(path) as z:
-            is_saved_path = {"A", "V", "drift", "dM"} <= set(z.files)
-        if is_saved_path:
-            wp = WeightPath.load(path)
-        else:
-            from spherepde.model.weights import read_array
+    proc = process_from_config(w)
+    with _FileContext("weights.path_file", w.path_file, proc.from_file), _FileContext(
+        "weights.init_file", w.init_file, w.init == "file" and not proc.from_file
+    ):
+        wp = proc.weight_path(
+            H=m.H,
+            d=m.d,
+            T=cfg.solver.T,
+            dt=w.dt,
+            seed=w.seed if seed is None else seed,
+            init=w.init,
+            beta=w.beta,
+            init_file=w.init_file or None,
+            init_seed=None if w.init_seed < 0 else w.init_seed,
+            heads=m.heads,
+            sign=m.sign,
+            scheme=w.scheme,
+            value_init=w.value_init,
+        )
+        if proc.from_file:
+            from spherepde.runs.branch import path_fit_error
 
-            wp = weight_path_from_arrays(read_array(path, key="D"), w.dt, sign=m.sign)
-        from spherepde.runs.branch import path_fit_error
-
-        problem = path_fit_error(wp, cfg, path)  # one line naming every key to set (H, d, weights.dt, record_dt, T)
-        if problem:
-            raise ValueError(problem)
-        return wp
-    if w.process == "ou":
-        proc = OUProcess(mean=w.mean, kappa=w.kappa, sigma=w.sigma)
-    elif w.process == "oscillating":
-        proc = OscillatingProcess(phase=w.phase)
-    else:
-        proc = FrozenProcess()
-    return generate_weight_path(
-        proc,
-        H=m.H,
-        d=m.d,
-        T=cfg.solver.T,
-        dt=w.dt,
-        seed=seed,
-        init=w.init,
-        beta=w.beta,
-        init_file=w.init_file or None,
-        init_seed=None if w.init_seed < 0 else w.init_seed,
-        heads=m.heads,
-        sign=m.sign,
-        scheme=w.scheme,
-        value_init=w.value_init,
-    )
+            problem = path_fit_error(wp, cfg, Path(w.path_file))  # one line naming every key to set (H, d, weights.dt, record_dt, T)
+            if problem:
+                raise ValueError(problem)
+    return wp
 
 
 def build_mesh(cfg: Config):

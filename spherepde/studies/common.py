@@ -31,7 +31,21 @@ __all__ = [
     "save_json",
     "solver_check",
     "to_jsonable",
+    "weight_process",
 ]
+
+
+def weight_process(process: str, **keys):
+    """The weight process a run's ``[weights]`` section with ``process`` and ``keys`` set (the
+    run's defaults otherwise) builds, through the registry
+    (:func:`spherepde.model.weights.process_from_config`): the studies name processes as a
+    config does."""
+    from dataclasses import replace
+
+    from spherepde.model.weights import process_from_config
+    from spherepde.runs.config import WeightsSection
+
+    return process_from_config(replace(WeightsSection(), process=process, **keys))
 
 
 def markdown_table(headers, rows, fmt: str = "{:.4g}") -> str:

@@ -55,7 +55,7 @@ import numpy as np
 
 from spherepde.model.statistics import exponent_fit, time_average
 from spherepde.studies import common as _v
-from spherepde.studies.common import checks_line, claim_sentence, markdown_table, paper_claim, require_finite, save_figure, study_params
+from spherepde.studies.common import checks_line, claim_sentence, markdown_table, paper_claim, require_finite, save_figure, study_params, weight_process
 
 NAME = "paper_section6"
 TITLE = "The paper's Section 6: G^2 against the number of heads, OU and oscillating weights"
@@ -166,12 +166,10 @@ _BALANCE_COLS = ("energy", "int_G2", "int_dEdt", "martingale", "int_transport", 
 
 
 def _process(regime: str):
-    from spherepde.model.weights import OscillatingProcess, OUProcess
-
     if regime == "ou":
-        return OUProcess()  # M = I, kappa = 1, sigma^2 = 2 (paper)
+        return weight_process("ou")  # the config's defaults: M = I, kappa = 1, sigma^2 = 2 (paper)
     if regime.startswith("osc-"):
-        return OscillatingProcess(phase=regime[4:])
+        return weight_process("oscillating", phase=regime[4:])
     raise ValueError(f"unknown regime {regime!r}; use 'ou', 'osc-shift', 'osc-in-phase' or 'osc-figure'")
 
 

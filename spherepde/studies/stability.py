@@ -46,7 +46,7 @@ import numpy as np
 
 from spherepde.model.statistics import fit_rate, growth_rate
 from spherepde.studies import common as _v
-from spherepde.studies.common import checks_line, markdown_table, require_finite, save_figure, solver_check, study_params
+from spherepde.studies.common import checks_line, markdown_table, require_finite, save_figure, solver_check, study_params, weight_process
 
 #: Order of a distance at T in the size of the perturbation (expected 1: Lipschitz, differentiable flow map).
 ORDER_BAND = (0.9, 1.1, 1.0)
@@ -123,10 +123,10 @@ def _perturb_tokens(X, delta, seed):
 
 
 def _process(regime):
-    from spherepde.model.weights import FrozenProcess, OscillatingProcess, OUProcess
-
-    return {"ou": OUProcess(), "frozen": FrozenProcess(), "osc-in-phase": OscillatingProcess(phase="in-phase"),
-            "osc-shift": OscillatingProcess(phase="shift")}[regime]
+    """'ou', 'frozen' or 'osc-<phase>' (the oscillating process with that phase convention)."""
+    if regime.startswith("osc-"):
+        return weight_process("oscillating", phase=regime[4:])
+    return weight_process(regime)
 
 
 def _ell(path) -> np.ndarray:

@@ -59,7 +59,7 @@ import numpy as np
 
 from spherepde.model.statistics import fit_rate
 from spherepde.studies import common as _v
-from spherepde.studies.common import checks_line, require, require_finite, save_figure, solver_check, study_params
+from spherepde.studies.common import checks_line, require, require_finite, save_figure, solver_check, study_params, weight_process
 from spherepde.studies.mesh_convergence import observed_order, record_times, run_mesh, run_particles, token_seed, warm_up
 
 NAME = "work_precision"
@@ -162,14 +162,14 @@ _SEEDS = {"vmf-ou": 9_100_001, "vmf-osc": 9_100_002, "paper-ou-H10": 9_100_003}
 def _case_setup(case: str, p):
     """(weight path, initial-density function of a mesh, initial-token function of (n, seed), H)."""
     from spherepde.geometry import densities
-    from spherepde.model.weights import OscillatingProcess, OUProcess, generate_weight_path
+    from spherepde.model.weights import generate_weight_path
     from spherepde.solvers.particles import initial_tokens
 
     if case not in CASES:
         raise ValueError(f"unknown case {case!r}; use one of {CASES}")
     T = float(p["T"][case])
     H = 10 if case == "paper-ou-H10" else 1
-    proc = OscillatingProcess(phase="in-phase") if case == "vmf-osc" else OUProcess()
+    proc = weight_process("oscillating", phase="in-phase") if case == "vmf-osc" else weight_process("ou")
     path = generate_weight_path(proc, H=H, d=3, T=T, dt=float(p["weights_dt"]), seed=_SEEDS[case], init="gaussian", sign=-1.0, scheme="exact")
     if case.startswith("vmf"):
         kappas = [float(p["kappa"])] * len(VMF_MEANS)
