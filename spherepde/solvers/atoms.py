@@ -236,6 +236,18 @@ class PointMasses:
             log.info("t = %.6g: a cluster of mass %.4g (spread %.3g rad) becomes a point mass", t, tot, spread)
         return changed
 
+    def after_step(self, ms) -> None:
+        """Collapse after a step of the mesh solver ``ms``; the energy jump of a collapse (the self-energy
+        difference of the moved mass, O(m spread^2)) is booked into the balance's jumps so that the
+        balance columns keep measuring the time stepping."""
+        if not ms._has_energy:
+            ms._collapse()
+            return
+        E_before = ms._current().rates["energy"]
+        if ms._collapse():
+            jump = ms._current().rates["energy"] - E_before
+            ms.balance.jumps += jump
+
     # ------------------------------------------------------------------ output and state
     def deposit(self, rho: np.ndarray) -> np.ndarray:
         """The cell densities ``rho`` (nc,) with every point mass added to its nearest cell (a new array)."""
@@ -244,6 +256,12 @@ class PointMasses:
             _, idx = self.node_tree().query(self.x)
             np.add.at(rho, np.atleast_1d(idx), self.m / self.geom.areas[np.atleast_1d(idx)])
         return rho
+
+    def cluster_points(self, rho: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The points and masses the cluster definition sees: the dense cells of ``rho`` (rho >= :data:`DENSE_FLOOR`) and the point masses."""
+        dense = rho >= DENSE_FLOOR
+        masses = rho[dense] * self.geom.areas[dense]
+        return np.concatenate([self.geom.nodes[dense], self.x]), np.concatenate([masses, self.m])
 
     def events(self) -> dict:
         """``{"merges": [{t, m1, m2, angle_rad}, ...]}``."""

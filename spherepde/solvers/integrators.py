@@ -57,7 +57,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from spherepde._registry import Registry
-from spherepde.solvers.errors import CFLViolation, SolverError
+from spherepde.model.fused import martingale_from_moments
+from spherepde.solvers.errors import CFLViolation, PositivityError, SolverError
 from spherepde.solvers.fv import scheme_g2
 from spherepde.solvers.implicit import implicit_flux, implicit_upwind_step
 
@@ -72,6 +73,8 @@ STEPPERS = Registry("time stepper", key="solver.integrator")
 
 #: Relative (to the weight grid step) distance within which times snap to grid points.
 SNAP_TOL = 1e-9
+#: Relative tolerance on negative densities (round-off) before PositivityError.
+NEGATIVE_TOL = 1e-14
 
 
 class OptionError(ValueError):
@@ -144,6 +147,65 @@ def get_stepper(name, solver: str) -> Stepper:
     return stepper
 
 
+# ------------------------------------------------------------------ what every mesh stepper shares
+def _snap(path, t: float) -> float:
+    """t, or the weight-grid point k * path.dt within SNAP_TOL grid steps of it."""
+    pdt = path.dt
+    k = round(t / pdt)
+    if abs(t - k * pdt) <= SNAP_TOL * pdt:
+        return k * pdt
+    return t
+
+
+def _end_time(ms, t: float, h: float, t_stop: float) -> float:
+    """t + h cut at t_stop and (unless Theta_t is constant) at the next weight-grid point."""
+    pdt = ms.path.dt
+    t_end = min(t + h, t_stop)
+    if not ms.path.is_constant:
+        t_next = ms.path.next_grid_time(t)
+        t_end = min(t_end, t_next)
+        if t_next - t_end <= SNAP_TOL * pdt:
+            t_end = t_next
+    if abs(t_stop - t_end) <= SNAP_TOL * pdt:
+        return t_stop
+    return _snap(ms.path, t_end)
+
+
+def _martingale(ms, ev0) -> float:
+    """The Ito martingale increment at the grid point a step from the current state starts on (0 elsewhere)."""
+    k = ms.path.grid_index(ms.t)
+    if ms._has_energy and ms.path.sigma > 0 and k is not None and k < ms.path.K:
+        return martingale_from_moments(ev0.rates["M"], ms.path.dM[k])
+    return 0.0
+
+
+def _check_floor(ms, dt: float, what: str, advice: str) -> None:
+    """SolverError when the step ``dt`` tried is below the solver's ``dt_min``."""
+    if dt < ms.dt_min:
+        raise SolverError(f"{what} collapsed to dt = {dt:.3g} at t = {ms.t:.6g} (step {ms.step_count}), below the floor "
+                          f"{ms.dt_min:.3g}: {advice}")
+
+
+def _check_state(ms, rho: np.ndarray, t_end: float) -> None:
+    """The invariants of a step's new density: finite (SolverError) and rho_min >= -NEGATIVE_TOL max rho (PositivityError)."""
+    where = f"at t = {t_end:.6g} (step {ms.step_count + 1}, dt = {t_end - ms.t:.3g})"
+    if not np.all(np.isfinite(rho)):
+        raise SolverError(f"the density became non-finite {where}; reduce cfl or dt, or check the weight path for blow-up")
+    rmax = float(np.max(rho))
+    rmin = float(np.min(rho))
+    if rmin < -NEGATIVE_TOL * max(rmax, 0.0):
+        raise PositivityError(f"the density became negative {where}: min rho = {rmin:.3e} (max {rmax:.3e}); reduce cfl "
+                              f"(now {ms.cfl:g}), use adaptive steps (dt = None), or use order = 1")
+
+
+def _positive_step(ms, t_end: float, dt: float, t_stop: float) -> float:
+    """The step t_end - t, which must be positive (SolverError naming the step ``dt`` tried)."""
+    h = t_end - ms.t
+    if not h > 0:
+        raise SolverError(f"zero time step at t = {ms.t:.6g}, step {ms.step_count} (dt = {dt:.3g}, t_stop = {t_stop:.6g})")
+    return h
+
+
 # ------------------------------------------------------------------ explicit Runge--Kutta schemes
 @dataclass(frozen=True)
 class ExplicitScheme(Stepper):
@@ -201,9 +263,9 @@ class ExplicitScheme(Stepper):
         ev0 = ms._current()
         dt = self._first_step(ms, ev0)
         t_next = ms.path.next_grid_time(t)
-        dmart = ms._martingale(ev0)  # added on success
+        dmart = _martingale(ms, ev0)  # added on success
         for _attempt in range(20):
-            ms._check_floor(dt, "the time step", "the velocity is too large for this mesh -- check the weights "
+            _check_floor(ms, dt, "the time step", "the velocity is too large for this mesh -- check the weights "
                             "(e.g. weights.kappa, weights.sigma, weights.beta) or use a coarser mesh")
             t_end = min(t + dt, t_next, t_stop)
             if t_next - t_end <= SNAP_TOL * pdt:
@@ -211,8 +273,8 @@ class ExplicitScheme(Stepper):
             if abs(t_stop - t_end) <= SNAP_TOL * pdt:
                 t_end = t_stop  # land exactly on t_stop
             else:
-                t_end = ms._snap(t_end)  # or exactly on a grid point k * path.dt
-            h = ms._positive_step(t_end, dt, t_stop)
+                t_end = _snap(ms.path, t_end)  # or exactly on a grid point k * path.dt
+            h = _positive_step(ms, t_end, dt, t_stop)
             new, stage_rates, stage_bound = self._mesh_stages(ms, ev0, t, h)
             # adaptive steps: every stage must respect the CFL bound of its own input state
             # (SSP positivity); otherwise retry with the smaller bound
@@ -224,7 +286,7 @@ class ExplicitScheme(Stepper):
         else:  # pragma: no cover - the bound would have to shrink 20 times in a row
             raise SolverError(f"no admissible time step found at t = {t:.6g}, step {ms.step_count}; reduce cfl")
         if ms.check:
-            ms._check_state(new, t_end)
+            _check_state(ms, new, t_end)
         if ms._has_energy:
             ms.balance.add_martingale(dmart)
             ms.balance.add_stages(h, self.b, stage_rates)
@@ -312,13 +374,13 @@ class ImplicitUpwind(Stepper):
         g = ms.geom
         ev0 = ms._current()
         h_try = self._first_try(ms, ev0, t, t_stop)
-        dmart = ms._martingale(ev0)
+        dmart = _martingale(ms, ev0)
         pts = ms.points if ev0.atom_v is not None else None
         r0_mass = g.areas * ev0.rhs
         for _attempt in range(60):
-            ms._check_floor(h_try, "the implicit step", f"the local error tolerance tol = {ms.tol:g} cannot be met -- raise tol")
-            t_end = ms._end_time(t, h_try, t_stop)
-            h = ms._positive_step(t_end, h_try, t_stop)
+            _check_floor(ms, h_try, "the implicit step", f"the local error tolerance tol = {ms.tol:g} cannot be met -- raise tol")
+            t_end = _end_time(ms, t, h_try, t_stop)
+            h = _positive_step(ms, t_end, h_try, t_stop)
             new = implicit_upwind_step(g, ms.rho, ev0.u, h)
             new_x = None if pts is None else pts.predict(h, ev0.atom_v)
             ev1 = ms._evaluate(new, t_end, new_x)
@@ -337,12 +399,12 @@ class ImplicitUpwind(Stepper):
         truncated = h < h_try * (1.0 - 1e-12)
         ms.h_next = max(h_try, h * fac) if (truncated and fac >= 1.0) else h * fac
         if ms.check:
-            ms._check_state(new, t_end)
+            _check_state(ms, new, t_end)
         if ms._has_energy:
             self._book_energy(ms, ev0, ev1, new, h, dmart)
         ms._commit(new, t_end, h, ev1=ev1, atom_x=new_x)
         if ms.atoms:
-            ms._collapse_keeping_balance()
+            ms.points.after_step(ms)
         return h
 
     @staticmethod

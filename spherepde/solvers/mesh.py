@@ -19,11 +19,10 @@ the implicit upwind step with error control), and point masses are a component o
 
 Energy balance (gradient heads, docs/model.md §3)
 ---------------------------------------------------
-* At the start of a step that begins on grid point k (< K) the Ito martingale increment
-  (1/(2H)) sum_h sum_cc' m_c m_c' e^{x_c D_h x_c'} x_c^T dM_k x_c' is added (left point).
-* Per stage: d_tE (drift f_h = ``path.drift_at(t_stage)`` plus the Ito correction when
-  sigma > 0), the transport rate and G^2 are accumulated with the stepper's quadrature
-  weights (:class:`~spherepde.model.energy.EnergyBalance`).
+* The Ito martingale increment (1/(2H)) sum_h sum_cc' m_c m_c' e^{x_c D_h x_c'} x_c^T dM_k x_c'
+  is added at the start of a step that begins on grid point k (< K); per stage d_tE (drift
+  f_h = ``path.drift_at(t_stage)`` plus the Ito correction when sigma > 0), the transport
+  rate and G^2 go into :class:`~spherepde.model.energy.EnergyBalance` (the stepper's weights).
 * ``transport`` on the mesh is the discrete chain-rule rate sum_c xi_c dm_c/dt with
   xi_c = (1/H) sum_h Z_h(x_c) and dm_c/dt = |C_c| d rho_c/dt from the FV update, so the
   exact balance residual ``edi_exact`` vanishes as dt -> 0 at a fixed mesh (it is
@@ -46,7 +45,7 @@ import numpy as np
 from spherepde.attention import SUMMATION_MODES
 from spherepde.model.columns import MESH_COLUMNS
 from spherepde.model.energy import EnergyBalance, cluster_table, state_rates, weighted_clusters
-from spherepde.model.fused import fused_rates, martingale_from_moments
+from spherepde.model.fused import fused_rates
 from spherepde.model.velocity import HeadFields, velocity_from_fields
 from spherepde.model.weights import WeightPath
 from spherepde.solvers.atoms import DENSE_FLOOR, PointMasses
@@ -67,9 +66,6 @@ from spherepde.solvers.integrators import SNAP_TOL, OptionError, Stepper, get_st
 __all__ = ["CFLViolation", "DENSE_FLOOR", "MeshSolver", "PositivityError", "SolverError"]
 
 log = logging.getLogger(__name__)
-
-#: Relative tolerance on negative densities (round-off) before PositivityError.
-NEGATIVE_TOL = 1e-14
 
 
 @dataclass
@@ -196,22 +192,6 @@ class MeshSolver:
         PointMasses.check_options(atoms=atoms, stepper=stepper, gradient=gradient, velocity=velocity, prescribed=prescribed)
         return stepper
 
-    # ------------------------------------------------------------------ point masses (compatibility views)
-    @property
-    def atom_x(self) -> np.ndarray:
-        """Positions (k, 3) of the point masses."""
-        return self.points.x
-
-    @property
-    def atom_m(self) -> np.ndarray:
-        """Masses (k,) of the point masses."""
-        return self.points.m
-
-    @property
-    def merges(self) -> list:
-        """Merge events of the point masses: (t, m1, m2, angle) per merge."""
-        return self.points.merges
-
     # ------------------------------------------------------------------ helpers
     @property
     def _has_energy(self) -> bool:
@@ -282,6 +262,7 @@ class MeshSolver:
         rates["Phi"] = logZ.mean(axis=1)
         rates["M"] = np.einsum("i,id,ihe->hde", masses, g.nodes, fields.Y, optimize=True)
         return rates
+
     def _bound(self, u, rho, faces) -> float:
         return cfl_bound(self.geom, u, self.order, rho, faces)
 
@@ -291,54 +272,12 @@ class MeshSolver:
             self._cache = (key, self._evaluate(self.rho, self.t))
         return self._cache[1]
 
-    def _snap(self, t: float) -> float:
-        pdt = self.path.dt
-        k = round(t / pdt)
-        if abs(t - k * pdt) <= SNAP_TOL * pdt:
-            return k * pdt
-        return t
-
-    def _martingale(self, ev0: _Stage) -> float:
-        """The Ito martingale increment at the grid point a step from the current state starts on (0 elsewhere)."""
-        k = self.path.grid_index(self.t)
-        if self._has_energy and self.path.sigma > 0 and k is not None and k < self.path.K:
-            return martingale_from_moments(ev0.rates["M"], self.path.dM[k])
-        return 0.0
-
-    def _check_floor(self, dt: float, what: str, advice: str) -> None:
-        """SolverError when the step ``dt`` tried is below :attr:`dt_min`."""
-        if dt < self.dt_min:
-            raise SolverError(f"{what} collapsed to dt = {dt:.3g} at t = {self.t:.6g} (step {self.step_count}), below the floor "
-                              f"{self.dt_min:.3g}: {advice}")
-
-    def _positive_step(self, t_end: float, dt: float, t_stop: float) -> float:
-        """The step t_end - t, which must be positive (SolverError naming the step ``dt`` tried)."""
-        h = t_end - self.t
-        if not h > 0:
-            raise SolverError(f"zero time step at t = {self.t:.6g}, step {self.step_count} (dt = {dt:.3g}, t_stop = {t_stop:.6g})")
-        return h
-
-    def _end_time(self, t: float, h: float, t_stop: float) -> float:
-        """t + h cut at t_stop and (unless Theta_t is constant) at the next weight-grid point."""
-        pdt = self.path.dt
-        t_end = min(t + h, t_stop)
-        if not self.path.is_constant:
-            t_next = self.path.next_grid_time(t)
-            t_end = min(t_end, t_next)
-            if t_next - t_end <= SNAP_TOL * pdt:
-                t_end = t_next
-        if abs(t_stop - t_end) <= SNAP_TOL * pdt:
-            return t_stop
-        return self._snap(t_end)
-
     def _commit(self, rho: np.ndarray, t_end: float, h: float, *, ev1: _Stage | None = None, atom_x: np.ndarray | None = None) -> None:
         """Take the new state of a step of size h ending at t_end (``ev1``: its evaluation, kept for the next step)."""
         self.rho = rho
         if atom_x is not None:
             self.points.x = atom_x
-        self.t = t_end
-        self.step_count += 1
-        self.dt_last = h
+        self.t, self.step_count, self.dt_last = t_end, self.step_count + 1, h
         self._cache = None if ev1 is None else ((self.step_count, self.t), ev1)
 
     def _collapse(self) -> bool:
@@ -347,32 +286,6 @@ class MeshSolver:
         if changed:
             self._cache = None
         return changed
-
-    def _collapse_keeping_balance(self) -> None:
-        """:meth:`_collapse` after a step; the energy jump of a collapse (the self-energy
-        difference of the moved mass, O(m spread^2)) is booked into the balance's jumps
-        so that the balance columns keep measuring the time stepping."""
-        if not self._has_energy:
-            self._collapse()
-            return
-        E_before = self._current().rates["energy"]
-        if self._collapse():
-            jump = self._current().rates["energy"] - E_before
-            self.balance.jumps += jump
-
-    def _check_state(self, rho: np.ndarray, t_end: float) -> None:
-        where = f"at t = {t_end:.6g} (step {self.step_count + 1}, dt = {t_end - self.t:.3g})"
-        if not np.all(np.isfinite(rho)):
-            raise SolverError(
-                f"the density became non-finite {where}; reduce cfl or dt, or check the weight path for blow-up"
-            )
-        rmax = float(np.max(rho))
-        rmin = float(np.min(rho))
-        if rmin < -NEGATIVE_TOL * max(rmax, 0.0):
-            raise PositivityError(
-                f"the density became negative {where}: min rho = {rmin:.3e} (max {rmax:.3e}); reduce cfl "
-                f"(now {self.cfl:g}), use adaptive steps (dt = None), or use order = 1"
-            )
 
     # ------------------------------------------------------------------ stepping
     def step(self, t_stop: float) -> float:
@@ -442,23 +355,17 @@ class MeshSolver:
         row["int_G2_scheme"] = float(self.balance.int_G2_scheme) if self._has_energy else float("nan")
         row["mass"] = float(np.sum(masses) + np.sum(self.points.m))
         row["atom_mass"] = float(np.sum(self.points.m))
-        row["n_clusters"] = len(weighted_clusters(*self._cluster_points())[1])
+        row["n_clusters"] = len(weighted_clusters(*self.points.cluster_points(self.rho))[1])
         row["rho_min"] = float(self.rho.min())
         row["rho_max"] = float(self.rho.max())
         row["dt_last"] = float(self.dt_last)
         return {k: row[k] for k in MESH_COLUMNS}
 
-    def _cluster_points(self) -> tuple[np.ndarray, np.ndarray]:
-        """The points and masses the cluster definition sees: point masses and dense cells."""
-        dense = self.rho >= DENSE_FLOOR
-        masses = self.rho[dense] * self.geom.areas[dense]
-        return np.concatenate([self.geom.nodes[dense], self.points.x]), np.concatenate([masses, self.points.m])
-
     def snapshot(self) -> dict:
         """Arrays of the current state for snapshot files: ``rho`` (nc,), in which a point mass
         is drawn as its mass spread over the cell whose node is nearest (:meth:`density`), and
         the cluster table ``clusters`` (mass, centre; :func:`spherepde.model.energy.cluster_table`)."""
-        return {"rho": self.density(), "clusters": cluster_table(*self._cluster_points())}
+        return {"rho": self.density(), "clusters": cluster_table(*self.points.cluster_points(self.rho))}
 
     def density(self) -> np.ndarray:
         """The cell densities with every point mass deposited in its nearest cell, (nc,)."""
@@ -481,10 +388,7 @@ class MeshSolver:
         missing = [k for k in ("t", "step_count", "dt_last") if k not in st]
         if missing:
             raise ValueError(f"state is missing {missing}")
-        self.rho = rho.copy()
-        self.t = float(st["t"])
-        self.step_count = int(st["step_count"])
-        self.dt_last = float(st["dt_last"])
+        self.rho, self.t, self.step_count, self.dt_last = rho.copy(), float(st["t"]), int(st["step_count"]), float(st["dt_last"])
         self.h_next = float(st.get("h_next", float("nan")))
         self.balance.restore({k: float(st["balance_" + k]) for k in self.balance.state() if "balance_" + k in st})
         self.points.restore(st)
