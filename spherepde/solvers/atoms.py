@@ -7,7 +7,8 @@ their merge events:
 * **collapse / absorb / merge** (:meth:`PointMasses.collapse`) after every step;
 * **evaluate** (:meth:`PointMasses.evaluate`): cells and point masses are sources and targets
   of the same attention sums; a point mass moves with the token velocity
-  v(y_k) = (1/H) sum_h P_y V_h Y_h/Z_h;
+  v(y_k) = (1/H) sum_h P_y V_h Y_h/Z_h, computed by the tokens' code
+  (:func:`spherepde.model.velocity.velocity_from_fields`);
 * **move** with the stepper that carries them (:meth:`predict`, :meth:`correct`, :meth:`error`:
   Euler predictor, Heun corrector and the local error of the positions);
 * **deposit** (:meth:`PointMasses.deposit`): each point mass drawn in the cell whose node is nearest.
@@ -25,6 +26,7 @@ import numpy as np
 
 from spherepde.attention import attention_moments
 from spherepde.model.fused import fused_rates
+from spherepde.model.velocity import HeadFields, project, velocity_from_fields
 from spherepde.solvers.errors import positive
 from spherepde.solvers.fv import face_values, fv_rhs, potential_edge_velocity, scheme_g2
 from spherepde.solvers.integrators import STEPPERS, OptionError, Stepper
@@ -117,11 +119,9 @@ class PointMasses:
         """Velocity v (k, 3), grad xi (A = D for gradient heads) and mobility (k,) at the point masses
         from their normalised moments Yk = Y_h/Z_h (k, H, 3) and log Z_h (k, H)."""
         H = A.shape[0]
-        a = np.einsum("hij,khj->ki", V, Yk) / H
-        v = a - np.sum(a * y, axis=1)[:, None] * y
         Zk = np.exp(logZk)  # (k, H)
-        gx = np.einsum("kh,hij,khj->ki", Zk, A, Yk) / H
-        gx = gx - np.sum(gx * y, axis=1)[:, None] * y
+        v = velocity_from_fields(y, HeadFields(np.ones_like(Zk), Yk, None), V)
+        gx = project(y, np.einsum("kh,hij,khj->ki", Zk, A, Yk) / H)
         mob = np.mean(1.0 / Zk, axis=1)
         return v, gx, mob
 
