@@ -68,7 +68,7 @@ class PointMasses:
 
     @staticmethod
     def check_options(*, atoms: bool, stepper: Stepper, gradient: bool, velocity: str, prescribed: bool = False) -> None:
-        """Raise :class:`~spherepde.solvers.integrators.OptionError` (option ``atoms``) unless point masses can
+        """Raise :class:`~spherepde.solvers.errors.OptionError` (option ``atoms``) unless point masses can
         run: a stepper that moves them, gradient heads and the potential velocity (no prescribed field)."""
         if not atoms:
             return

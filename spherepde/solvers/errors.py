@@ -1,11 +1,11 @@
-"""The exceptions of the mesh solver and its steppers (:mod:`spherepde.solvers.mesh`,
-:mod:`spherepde.solvers.integrators`), and the check of their positive options."""
+"""The exceptions of the mesh solver, its steppers and components (:mod:`spherepde.solvers.mesh`,
+:mod:`spherepde.solvers.integrators`, :mod:`spherepde.solvers.atoms`), and the check of their positive options."""
 
 from __future__ import annotations
 
 import math
 
-__all__ = ["CFLViolation", "PositivityError", "SolverError", "positive"]
+__all__ = ["CFLViolation", "OptionError", "PositivityError", "SolverError", "positive"]
 
 
 class SolverError(RuntimeError):
@@ -18,6 +18,15 @@ class CFLViolation(SolverError):
 
 class PositivityError(SolverError):
     """The density became negative beyond round-off."""
+
+
+class OptionError(ValueError):
+    """An option value the solver cannot use, or one that conflicts with another; ``option`` is its
+    name (``"order"``, ``"atoms"``, ...), which the config reports as ``solver.<option>``."""
+
+    def __init__(self, option: str, message: str):
+        super().__init__(message)
+        self.option = option
 
 
 def positive(name: str, value, *, none: str = "") -> float | None:

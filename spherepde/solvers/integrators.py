@@ -58,7 +58,7 @@ import numpy as np
 
 from spherepde._registry import Registry
 from spherepde.model.fused import martingale_from_moments
-from spherepde.solvers.errors import CFLViolation, PositivityError, SolverError
+from spherepde.solvers.errors import CFLViolation, OptionError, PositivityError, SolverError
 from spherepde.solvers.fv import scheme_g2
 from spherepde.solvers.implicit import implicit_flux, implicit_upwind_step
 
@@ -75,15 +75,6 @@ STEPPERS = Registry("time stepper", key="solver.integrator")
 SNAP_TOL = 1e-9
 #: Relative tolerance on negative densities (round-off) before PositivityError.
 NEGATIVE_TOL = 1e-14
-
-
-class OptionError(ValueError):
-    """An option value the solver cannot use, or one that conflicts with another; ``option`` is its
-    name (``"order"``, ``"atoms"``, ...), which the config reports as ``solver.<option>``."""
-
-    def __init__(self, option: str, message: str):
-        super().__init__(message)
-        self.option = option
 
 
 @dataclass(frozen=True)
@@ -110,7 +101,7 @@ class Stepper:
         raise NotImplementedError(f"{self.name} does not step the mesh")
 
     def token_step(self, X, t, dt, first, evaluate, retract):
-        """One token step; returns (new tokens, the evaluations of its stages)."""
+        """One token step; returns (new tokens, the evaluations of its stages, their quadrature weights)."""
         raise NotImplementedError(f"{self.name} does not step tokens")
 
 
@@ -248,12 +239,12 @@ class ExplicitScheme(Stepper):
     def token_step(self, X, t, dt, first, evaluate, retract):
         """Butcher form with retraction: X^(i) = retract(X + dt sum_j A_ij v_j) evaluated at t + c_i dt
         by ``evaluate(X, t) -> {"v": (n, d), ...}`` (``first``: the evaluation at (X, t)), and
-        X_new = retract(X + dt sum_j b_j v_j). Returns (X_new, the stage evaluations)."""
+        X_new = retract(X + dt sum_j b_j v_j). Returns (X_new, the stage evaluations, b)."""
         A = self.butcher()[0]
         evals = [first]
         for i in range(1, self.stages):
             evals.append(evaluate(retract(X + _combine(A[i], dt, evals)), t + self.c[i] * dt))
-        return retract(X + _combine(self.b, dt, evals)), evals
+        return retract(X + _combine(self.b, dt, evals)), evals, self.b
 
     # -------------------------------------------------------------- mesh
     def mesh_step(self, ms, t_stop: float) -> float:

@@ -266,11 +266,11 @@ class ParticleSolver:
                 self.balance.add_martingale(martingale_increment(X, self.w, ev["fields"], dM))
             elif k is not None and k < self.path.K:  # a fraction of the grid step: the increment at its left end (Ito)
                 self.balance.add_martingale(martingale_increment(X, self.w, ev["fields"], self.path.dM[k]))
-        Xn, evals = self.stepper.token_step(X, t, dt, ev, self._evaluate, _normalise)
+        Xn, evals, weights = self.stepper.token_step(X, t, dt, ev, self._evaluate, _normalise)
         if not np.all(np.isfinite(Xn)):
             raise FloatingPointError(f"tokens became non-finite at t = {t + dt:.6g} (step {self.step_count + 1}); reduce dt")
         if grad:
-            self.balance.add_stages(dt, self.stepper.b, [e["rates"] for e in evals])
+            self.balance.add_stages(dt, weights, [e["rates"] for e in evals])
         self.X = Xn
         self.step_count += 1
 
