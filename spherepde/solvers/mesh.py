@@ -93,12 +93,8 @@ class MeshSolver:
     order : 1 (upwind) or 2 (limited linear reconstruction).
     integrator : a mesh stepper of :data:`spherepde.solvers.integrators.STEPPERS` by name (or a
         :class:`~spherepde.solvers.integrators.Stepper`): ``"euler"``, ``"heun"`` (= ``"ssprk2"``),
-        ``"ssprk3"``, or ``"implicit"``: the linearly implicit upwind step (order 1), positive and
-        mass-conserving for any step, with steps chosen from the local error (``tol``) instead
-        of the CFL bound (or the fixed ``dt``, unchecked).
-    tol : implicit integrator only: the local error allowed per step, in mass moved,
-        (h/2) sum_c |C_c| |r_c(t + h) - r_c(t)| <= tol with r = d rho/dt (the backward-Euler
-        error estimate); default 1e-3. ``dt_max`` bounds the step (default: none).
+        ``"ssprk3"`` or ``"implicit"`` (:class:`~spherepde.solvers.integrators.ImplicitUpwind`, order 1).
+    tol, dt_max : implicit stepper: the local error allowed per step (mass moved) and the largest step (None: none).
     cfl : safety factor in (0, 1] multiplying the CFL bound.
     dt : fixed step (checked against cfl * bound every step) or None for adaptive steps.
     check : check finiteness and positivity after every step.
