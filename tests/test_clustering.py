@@ -161,7 +161,7 @@ def test_merge_time_of_two_clusters_matches_the_two_point_ode(m1, theta_deg):
     t95 = t_resultant(ms, 2 * t_ode)
     assert t95 == pytest.approx(t_ode, rel=0.05)
     ms.advance(2 * t_ode)
-    assert len(ms.merges) == 1 and sorted(ms.merges[0][1:3]) == pytest.approx(sorted([m1, 1 - m1]), abs=1e-6)
+    assert len(ms.points.merges) == 1 and sorted(ms.points.merges[0][1:3]) == pytest.approx(sorted([m1, 1 - m1]), abs=1e-6)
     assert t95 == pytest.approx(t_ode, rel=0.05)
     row = ms.record()
     assert row["atom_mass"] == pytest.approx(1.0, abs=1e-12) and row["mass"] == pytest.approx(1.0, abs=1e-12)
@@ -187,15 +187,15 @@ def test_point_masses_resume_bit_for_bit():
     b = MeshSolver(mesh, two_bumps(mesh), path, order=1, integrator="implicit", atoms=True)
     b.set_state(st)
     b.advance(30.0)
-    assert a.step_count == b.step_count and np.array_equal(a.atom_x, b.atom_x) and np.array_equal(a.rho, b.rho)
-    assert a.merges == b.merges and a.record() == b.record()
+    assert a.step_count == b.step_count and np.array_equal(a.points.x, b.points.x) and np.array_equal(a.rho, b.rho)
+    assert a.points.merges == b.points.merges and a.record() == b.record()
 
 
 def test_snapshot_density_keeps_the_point_masses():
     mesh = sp.icosphere(8)
     ms = MeshSolver(mesh, two_bumps(mesh), frozen(8.0, 1.0, 1.0), order=1, integrator="implicit", atoms=True)
     ms.advance(1.0)
-    assert len(ms.atom_m) == 2
+    assert len(ms.points.m) == 2
     rho = ms.snapshot()["rho"]
     assert np.sum(rho * ms.geom.areas) == pytest.approx(1.0, abs=1e-12)
 

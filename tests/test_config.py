@@ -419,11 +419,10 @@ def test_overrides_are_validated(tmp_path):
 
 
 def test_one_integrator_registry_names_heun_and_ssprk2_alike():
-    """Heun's method is SSP-RK2: both names are accepted by both solvers (issue 25: one registry)."""
-    from spherepde.solvers.integrators import integrator_names, resolve_integrator
+    """Heun's method is SSP-RK2: both names are one entry of the stepper registry, for both solvers."""
+    from spherepde.solvers.integrators import STEPPERS, get_stepper, integrator_names
 
-    assert resolve_integrator("heun", "mesh") == resolve_integrator("ssprk2", "mesh") == "ssprk2"
-    assert resolve_integrator("heun", "particles") == resolve_integrator("ssprk2", "particles") == "heun"
+    assert get_stepper("heun", "mesh") is get_stepper("ssprk2", "mesh") is get_stepper("ssprk2", "particles") is STEPPERS.get("heun")
     assert set(integrator_names("particles")) == {"euler", "heun", "ssprk2"}
     assert set(integrator_names("mesh")) == {"euler", "heun", "ssprk2", "ssprk3", "implicit"}
     cfg = default_config().with_overrides({"run.solver": "mesh", "solver.integrator": "heun"})

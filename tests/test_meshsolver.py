@@ -1,4 +1,4 @@
-"""The finite-volume mesh solver (spherepde.solvers.mesh) and the SSP integrators.
+"""The finite-volume mesh solver (spherepde.solvers.mesh) and the explicit steppers.
 
 Measured values quoted in comments come from the same set-ups (2-core machine).
 """
@@ -16,7 +16,7 @@ from spherepde.geometry.meshfiles import icosphere
 from spherepde.model.columns import ENERGY_COLUMNS, MESH_COLUMNS, PARTICLE_COLUMNS
 from spherepde.model.weights import FrozenProcess, OUProcess, generate_weight_path
 from spherepde.solvers import fv
-from spherepde.solvers.integrators import INTEGRATORS, SSPScheme, get_integrator
+from spherepde.solvers.integrators import STEPPERS, ExplicitScheme, OptionError, get_stepper
 from spherepde.solvers.mesh import CFLViolation, MeshSolver, PositivityError, SolverError
 
 MEANS = [[0.0, 0.0, 1.0], [1.0, 0.0, 0.2]]
@@ -27,7 +27,10 @@ def frozen_path(beta=2.0, sign=-1.0, T=1.0, dt=0.05, H=1):
 
 
 # ------------------------------------------------------------------ integrators
-def _shu_osher_solve(scheme: SSPScheme, f, y0, T, n):
+EXPLICIT = STEPPERS.names(where=lambda e: isinstance(e.obj, ExplicitScheme))
+
+
+def _shu_osher_solve(scheme: ExplicitScheme, f, y0, T, n):
     h = T / n
     y, t = y0, 0.0
     for _ in range(n):
@@ -41,9 +44,9 @@ def _shu_osher_solve(scheme: SSPScheme, f, y0, T, n):
     return y
 
 
-@pytest.mark.parametrize("name", sorted(INTEGRATORS))
+@pytest.mark.parametrize("name", EXPLICIT)
 def test_integrator_data_consistent_and_of_its_order(name):
-    sch = get_integrator(name)
+    sch = get_stepper(name, "mesh")
     _A, b, c = sch.butcher()
     np.testing.assert_allclose(b, sch.b, atol=1e-15)
     np.testing.assert_allclose(c, sch.c, atol=1e-15)
@@ -58,13 +61,13 @@ def test_integrator_data_consistent_and_of_its_order(name):
     assert abs(order - sch.order) < 0.2, (name, errs)
 
 
-def test_get_integrator_error_lists_names():
-    with pytest.raises(ValueError, match="euler, ssprk2, ssprk3"):
-        get_integrator("rk4")
-    assert get_integrator(INTEGRATORS["ssprk3"]) is INTEGRATORS["ssprk3"]
+def test_get_stepper_error_lists_names():
+    with pytest.raises(OptionError, match="'euler', 'heun', 'ssprk2', 'ssprk3', 'implicit'"):
+        get_stepper("rk4", "mesh")
+    assert get_stepper(STEPPERS.get("ssprk3"), "mesh") is STEPPERS.get("ssprk3")
 
 
-@pytest.mark.parametrize("name", sorted(INTEGRATORS))
+@pytest.mark.parametrize("name", EXPLICIT)
 @pytest.mark.parametrize("order", [1, 2])
 def test_solver_step_equals_butcher_form(name, order):
     """One solver step with a time-dependent prescribed velocity equals the Butcher form u + dt sum b_j L(U_j, t + c_j dt)."""
@@ -78,9 +81,9 @@ def test_solver_step_equals_butcher_form(name, order):
     dt = 0.02
     s = MeshSolver(mesh, rho0, path, order=order, integrator=name, dt=dt, velocity_field=field)
     s.step(1.0)
-    A, b, c = s.scheme.butcher()
+    A, b, c = s.stepper.butcher()
     L = []
-    for i in range(s.scheme.stages):
+    for i in range(s.stepper.stages):
         Ui = rho0 + dt * sum(A[i, j] * L[j] for j in range(i))
         L.append(fv.fv_rhs(g, fv.face_values(g, Ui, order), field(c[i] * dt)))
     expected = rho0 + dt * sum(bj * Lj for bj, Lj in zip(b, L))

@@ -25,7 +25,7 @@ from typing import Any
 from spherepde._base import ConfigError, available_memory, format_bytes, load_arrays
 from spherepde.attention.sums import SUMMATION_MODES
 from spherepde.model.weights import PROCESSES, configurable_processes
-from spherepde.solvers.integrators import integrator_names, resolve_integrator
+from spherepde.solvers.integrators import OptionError, get_stepper, integrator_names
 
 _log = logging.getLogger(__name__)
 
@@ -115,7 +115,7 @@ class MeshSection:
 class SolverSection:
     T: float = _f(2.0, "final time", gt=0.0)
     dt: float = _f(0.0, "particles: step (0: the weight grid step, or a stable fraction of it); mesh: fixed step (0: adaptive from cfl)", min=0.0)
-    integrator: str = _f("", "time integrator (spherepde.solvers.integrators.METHODS): both solvers 'euler' (tokens: the paper's) and 'heun' (= 'ssprk2'); mesh also 'ssprk3' and 'implicit' (linearly implicit upwind, order 1, steps from solver.tol); empty: euler for tokens, ssprk3 for the mesh", choices=("", *integrator_names()))
+    integrator: str = _f("", "time integrator (spherepde.solvers.integrators.STEPPERS): both solvers 'euler' (tokens: the paper's) and 'heun' (= 'ssprk2'); mesh also 'ssprk3' and 'implicit' (linearly implicit upwind, order 1, steps from solver.tol); empty: euler for tokens, ssprk3 for the mesh", choices=lambda: ("", *integrator_names()))
     order: int = _f(1, "mesh: spatial order, 1 (upwind) or 2 (limited linear reconstruction)", choices=(1, 2))
     velocity: str = _f("potential", "mesh: edge velocity from 'potential' differences (gradient heads) or v at the 'midpoint'", choices=("potential", "midpoint"))
     cfl: float = _f(0.5, "mesh: CFL number in (0, 1]", gt=0.0, max=1.0)
@@ -356,6 +356,20 @@ def _is_multiple(a: float, b: float) -> bool:
     return abs(r - round(r)) < 1e-9 * max(1.0, r) and round(r) >= 1
 
 
+def _check_solver_options(cfg: Config) -> None:
+    """The solvers' own option checks (each rule is written once, by the component it belongs to)."""
+    s = cfg.solver
+    try:
+        if cfg.run.solver == "particles":
+            get_stepper(cfg.integrator, "particles")
+        else:
+            from spherepde.solvers.mesh import MeshSolver
+
+            MeshSolver.check_options(integrator=cfg.integrator, order=s.order, velocity=s.velocity, gradient=cfg.model.heads == "gradient", atoms=s.atoms)
+    except OptionError as exc:
+        raise ConfigError(f"solver.{exc.option}: {exc}") from None
+
+
 def _check_consistency(cfg: Config, base_dir: Path | None) -> None:
     solver, model, w, ini, out = cfg.run.solver, cfg.model, cfg.weights, cfg.initial, cfg.output
     _check_run_name(cfg.run.name)
@@ -364,18 +378,7 @@ def _check_consistency(cfg: Config, base_dir: Path | None) -> None:
         raise ConfigError("solver.dt: with run.solver = 'both' the mesh step is adaptive (dt = 0) and tokens use the weight grid step")
     if solver in ("mesh", "both") and model.d != 3:
         raise ConfigError(f"model.d: the mesh solver works on S^2 (d = 3), got d = {model.d}; use run.solver = 'particles' for other d")
-    integ = cfg.integrator
-    for kind in ("particles",) if solver == "particles" else ("mesh",):
-        try:
-            resolve_integrator(integ, kind)
-        except ValueError as exc:
-            raise ConfigError(f"solver.integrator: {exc}") from None
-    if solver in ("mesh", "both") and integ == "implicit" and cfg.solver.order != 1:
-        raise ConfigError("solver.order: the 'implicit' integrator is the first-order upwind step; set solver.order = 1")
-    if solver in ("mesh", "both") and cfg.solver.atoms and (integ != "implicit" or model.heads != "gradient" or cfg.solver.velocity != "potential"):
-        raise ConfigError("solver.atoms: point masses need solver.integrator = 'implicit', gradient heads and solver.velocity = 'potential'")
-    if solver in ("mesh", "both") and model.heads == "general" and cfg.solver.velocity == "potential":
-        raise ConfigError("solver.velocity: 'potential' needs gradient heads; use velocity = 'midpoint' for model.heads = 'general'")
+    _check_solver_options(cfg)
     if (ini.sample or ini.noise) and solver == "particles":
         raise ConfigError("initial.sample / initial.noise: these shape a mesh density; a particle run draws its tokens directly (remove them)")
     if ini.sample and ini.kind in ("harmonic", "run"):

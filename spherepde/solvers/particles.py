@@ -6,7 +6,9 @@ velocity of the empirical measure mu = sum_i w_i delta_{x_i}:
     dx_i/dt = v[mu, Theta_t](x_i) = (1/H) sum_h P_{x_i} V_h Y_h(x_i) / Z_h(x_i),
     Z_h(x) = sum_j w_j exp(x^T A_h x_j),   Y_h(x) = sum_j w_j exp(x^T A_h x_j) x_j,
 
-driven by a :class:`~spherepde.model.weights.WeightPath`. Integrators:
+driven by a :class:`~spherepde.model.weights.WeightPath`. Integrators: the token steppers of
+:data:`spherepde.solvers.integrators.STEPPERS` (explicit Runge--Kutta with retraction to the
+sphere after every stage), e.g.
 
 * ``euler`` -- explicit Euler followed by renormalisation x <- x / |x| (the paper's
   scheme, arXiv:2605.18870 Section 6, step for step);
@@ -39,15 +41,11 @@ from spherepde.model.energy import (
 )
 from spherepde.model.velocity import head_fields, velocity_from_fields
 from spherepde.model.weights import WeightPath
-from spherepde.solvers.integrators import resolve_integrator
+from spherepde.solvers.integrators import get_stepper
 
-__all__ = ["ParticleSolver", "initial_tokens", "PARTICLE_INTEGRATORS", "sample_vmf", "speed_bound", "particle_step", "MAX_DISPLACEMENT"]
+__all__ = ["ParticleSolver", "initial_tokens", "sample_vmf", "speed_bound", "particle_step", "MAX_DISPLACEMENT"]
 
 log = logging.getLogger(__name__)
-
-#: Particle integrators: name -> (order, quadrature weights b of the stages, stage times c).
-PARTICLE_INTEGRATORS = {"euler": (1, (1.0,), (0.0,)), "heun": (2, (0.5, 0.5), (0.0, 1.0))}
-
 
 #: The largest angle (radians) a token may move in one step: the particle analogue of the mesh's
 #: CFL number. The shipped examples move at most 0.04 per step, the default config 0.08 (OU peaks).
@@ -196,7 +194,8 @@ class ParticleSolver:
     X0 : (n, d) initial tokens (normalised on input).
     path : the weight path Theta_t; ``dt`` is a whole multiple or a whole fraction of its grid step.
     dt : solver step (default: the path's grid step; :func:`particle_step` bounds it).
-    integrator : ``euler`` (paper) or ``heun``.
+    integrator : a token stepper of :data:`~spherepde.solvers.integrators.STEPPERS` by name (or the
+        :class:`~spherepde.solvers.integrators.Stepper`): ``euler`` (paper) or ``heun`` (= ``ssprk2``).
     weights : (n,) token weights summing to 1 (default 1/n).
     cluster_radius : chordal linkage radius of the recorded cluster count.
     """
@@ -207,7 +206,7 @@ class ParticleSolver:
             raise ValueError(f"tokens have shape {X0.shape}, but the weight path has d = {path.d}; expected (n, {path.d})")
         if not np.all(np.isfinite(X0)):
             raise ValueError("initial tokens contain NaN or infinite values")
-        integrator = resolve_integrator(integrator, "particles")  # the one registry: 'ssprk2' is Heun
+        self.stepper = get_stepper(integrator, "particles")
         self.path = path
         self.dt = float(path.dt if dt is None else dt)
         m = self.dt / path.dt
@@ -223,7 +222,7 @@ class ParticleSolver:
         self.w = np.full(n, 1.0 / n) if weights is None else np.asarray(weights, float)
         if self.w.shape != (n,) or np.any(self.w < 0) or not np.isclose(self.w.sum(), 1.0):
             raise ValueError("token weights must be (n,) non-negative and sum to 1")
-        self.integrator = integrator
+        self.integrator = self.stepper.name
         self.cluster_radius = cluster_radius
         self.X = _normalise(X0)
         self.step_count = 0
@@ -267,18 +266,11 @@ class ParticleSolver:
                 self.balance.add_martingale(martingale_increment(X, self.w, ev["fields"], dM))
             elif k is not None and k < self.path.K:  # a fraction of the grid step: the increment at its left end (Ito)
                 self.balance.add_martingale(martingale_increment(X, self.w, ev["fields"], self.path.dM[k]))
-        if self.integrator == "euler":
-            Xn = _normalise(X + dt * ev["v"])
-            stage_rates = [ev["rates"]]
-        else:  # heun
-            Xp = _normalise(X + dt * ev["v"])
-            ev2 = self._evaluate(Xp, t + dt)
-            Xn = _normalise(X + 0.5 * dt * (ev["v"] + ev2["v"]))
-            stage_rates = [ev["rates"], ev2["rates"]]
+        Xn, evals, weights = self.stepper.token_step(X, t, dt, ev, self._evaluate, _normalise)
         if not np.all(np.isfinite(Xn)):
             raise FloatingPointError(f"tokens became non-finite at t = {t + dt:.6g} (step {self.step_count + 1}); reduce dt")
         if grad:
-            self.balance.add_stages(dt, PARTICLE_INTEGRATORS[self.integrator][1], stage_rates)
+            self.balance.add_stages(dt, weights, [e["rates"] for e in evals])
         self.X = Xn
         self.step_count += 1
 

@@ -265,14 +265,15 @@ class Range:
     lo: float = -math.inf
     hi: float = math.inf
     open_lo: bool = False
-    choices: tuple = ()
+    choices: tuple | Callable[[], tuple] = ()
     memory: Callable[[float], float] | None = None
     what: str = ""
 
     def problem(self, v) -> str | None:
         """Why the single value ``v`` is out of range (None when it fits)."""
-        if self.choices and v not in self.choices:
-            return f"{v!r} is not one of {', '.join(map(repr, self.choices))}"
+        choices = self.choices() if callable(self.choices) else self.choices  # a registry's names, asked live
+        if choices and v not in choices:
+            return f"{v!r} is not one of {', '.join(map(repr, choices))}"
         if self.kind is None:
             return None
         if isinstance(v, bool) or not isinstance(v, (int, float)):
@@ -332,8 +333,8 @@ ANY = Range(float, -1e6, 1e6, what="a number")
 ORDER = Range(int, choices=(1, 2), what="a scheme order")
 BOOL = Range(None, choices=(True, False))
 BETA = Range(float, 0.0, 500.0, open_lo=True, what="an inverse temperature beta (exp(beta) must stay finite)")
-MESH_INTEGRATOR = Range(None, choices=integrator_names("mesh"))
-PARTICLE_INTEGRATOR = Range(None, choices=("euler", "heun"))
+MESH_INTEGRATOR = Range(None, choices=lambda: integrator_names("mesh"))
+PARTICLE_INTEGRATOR = Range(None, choices=lambda: integrator_names("particles"))
 
 
 def path_bytes(steps: float, heads: float = 1, d: float = 3) -> float:

@@ -213,7 +213,7 @@ def _mesh_merge(p, case, level: int, *, explicit_estimate: bool = False) -> dict
     ms = MeshSolver(mesh, rho0, path, order=1, integrator="implicit", tol=p["tol"], atoms=p["atoms"])
     t95, steps = time_to_resultant(ms, T, every)
     out.update(t_mesh=t95, steps=int(steps), wall_s=time.perf_counter() - t0, rel_err=abs(t95 - t_ode) / t_ode,
-               atom_mass=float(np.sum(ms.atom_m)))
+               atom_mass=float(np.sum(ms.points.m)))
     if explicit_estimate:
         out["explicit_steps"] = float(t95 / out["explicit_dt0"]) if math.isfinite(t95) else float(T / out["explicit_dt0"])
     return out

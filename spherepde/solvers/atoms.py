@@ -1,0 +1,282 @@
+"""Point masses of the mesh solver: collapsed clusters carried as weighted Dirac masses (docs/model.md §4.6).
+
+The mesh solver with ``atoms=True`` evolves the measure rho dsigma + sum_k m_k delta_{y_k}.
+:class:`PointMasses` owns the point masses (positions (k, 3), masses (k,)), their rules and
+their merge events:
+
+* **collapse / absorb / merge** (:meth:`PointMasses.collapse`) after every step;
+* **evaluate** (:meth:`PointMasses.evaluate`): cells and point masses are sources and targets
+  of the same attention sums; a point mass moves with the token velocity
+  v(y_k) = (1/H) sum_h P_y V_h Y_h/Z_h, computed by the tokens' code
+  (:func:`spherepde.model.velocity.velocity_from_fields`);
+* **move** with the stepper that carries them (:meth:`predict`, :meth:`correct`, :meth:`error`:
+  Euler predictor, Heun corrector and the local error of the positions);
+* **deposit** (:meth:`PointMasses.deposit`): each point mass drawn in the cell whose node is nearest.
+
+:meth:`PointMasses.check_options` is the one place their option rules are written (the
+solver and the config both call it).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+
+import numpy as np
+
+from spherepde.attention import attention_moments
+from spherepde.model.fused import fused_rates
+from spherepde.model.velocity import HeadFields, project, velocity_from_fields
+from spherepde.solvers.errors import positive
+from spherepde.solvers.fv import face_values, fv_rhs, potential_edge_velocity, scheme_g2
+from spherepde.solvers.integrators import STEPPERS, OptionError, Stepper
+
+__all__ = ["DENSE_FLOOR", "PointMasses"]
+
+log = logging.getLogger(__name__)
+
+#: Cells denser than this (5x the uniform density) count as concentrated mass (collapse candidates, cluster count).
+DENSE_FLOOR = 5.0 / (4.0 * math.pi)
+
+
+class PointMasses:
+    """The point masses of one mesh solver, with their parameters (module docstring).
+
+    Parameters
+    ----------
+    geom : the solver's FV geometry (nodes, areas, neighbours).
+    h_mesh : mean edge length, the default scale of ``spread`` and ``radius``.
+    spread : collapse when the mass-weighted angular spread is at most this; cells within it of a
+        point mass are absorbed (default ``h_mesh``).
+    radius : cells within this angle of a dense local maximum are candidates (default 2.5 ``h_mesh``).
+    min_mass : the least mass that collapses.
+    merge_radius : point masses closer than this angle merge (an event).
+    """
+
+    def __init__(self, geom, h_mesh: float, *, spread=None, radius=None, min_mass: float = 1e-3, merge_radius: float = 1e-2):
+        self.geom = geom
+        self.spread = positive("atom_spread", h_mesh if spread is None else spread)
+        self.radius = positive("atom_radius", 2.5 * h_mesh if radius is None else radius)
+        self.min_mass = positive("atom_min_mass", min_mass)
+        self.merge_radius = positive("merge_radius", merge_radius)
+        #: positions (k, 3) and masses (k,)
+        self.x = np.zeros((0, 3))
+        self.m = np.zeros(0)
+        #: merge events: (t, m1, m2, angle) per merge
+        self.merges: list[tuple[float, float, float, float]] = []
+        self._tree = None
+
+    @staticmethod
+    def check_options(*, atoms: bool, stepper: Stepper, gradient: bool, velocity: str, prescribed: bool = False) -> None:
+        """Raise :class:`~spherepde.solvers.errors.OptionError` (option ``atoms``) unless point masses can
+        run: a stepper that moves them, gradient heads and the potential velocity (no prescribed field)."""
+        if not atoms:
+            return
+        if not stepper.moves_point_masses:
+            movers = ", ".join(repr(n) for n in STEPPERS.names(where=lambda e: e.obj.moves_point_masses))
+            raise OptionError("atoms", f"atoms = True (collapsed clusters carried as point masses) needs integrator = {movers}")
+        if not gradient or velocity != "potential" or prescribed:
+            raise OptionError("atoms", "atoms = True (point masses) needs gradient heads and velocity = 'potential'")
+
+    # ------------------------------------------------------------------ evaluation
+    def evaluate(self, ms, rho: np.ndarray, t: float, atom_x: np.ndarray):
+        """The mesh solver's evaluation for the measure rho dsigma + sum_k m_k delta_{y_k} at positions ``atom_x``.
+
+        The cells move by the upwind scheme with u_e = s (Phi_n - Phi_c)/d_cn, a point mass with the
+        exact token velocity. Energy, xi and the nodal G^2 cover the whole measure; the scheme's G^2
+        adds the exact point-mass terms m_k |v_k|^2 / ((1/H) sum_h 1/Z_h(y_k)) to the cells'
+        :func:`~spherepde.solvers.fv.scheme_g2`, and the transport rate adds m_k grad xi(y_k) . v_k.
+        Returns (edge velocities u, d rho/dt, the face values, rates, point-mass velocities (k, 3)).
+        """
+        g = self.geom
+        nc = g.n_cells
+        faces = face_values(g, rho, 1)
+        X = np.concatenate([g.nodes, atom_x])
+        m = np.concatenate([rho * g.areas, self.m])
+        A, V = ms.path.matrices(t)
+        sigma = ms.path.sigma
+        # empty cells add nothing to the sums; neither do the round-off masses the sparse solve
+        # leaves in them (below 1e-16 of the total, far below the sums' accuracy)
+        src = np.flatnonzero(m > 1e-16)
+        logZ, Ybar, Qbar = attention_moments(X, X[src], m[src], A, want_q=sigma > 0, log=True, summation=ms.summation,
+                                             tol=ms.summation_tol, tol_moments=ms.diagnostics_tol)
+        rates = fused_rates(X, m, logZ, Ybar, Qbar, V, ms.path.drift_at(t), sigma)
+        u = potential_edge_velocity(g, rates["Phi"][:nc], ms.path.sign)
+        flux = np.empty(g.n_edges)
+        rhs = fv_rhs(g, faces, u, flux=flux)
+        v, gx, mob = self._velocity(A, V, Ybar[nc:], logZ[nc:], atom_x)
+        rates["transport"] = float(np.sum(rates["xi"][:nc] * g.areas * rhs) + np.sum(self.m * np.sum(gx * v, axis=1)))
+        rates["G2_atoms"] = float(np.sum(self.m * np.sum(v * v, axis=1) / mob))
+        rates["transport_atoms"] = float(np.sum(self.m * np.sum(gx * v, axis=1)))
+        rates["G2_scheme"] = scheme_g2(g, logZ[:nc], u, flux) + rates["G2_atoms"]
+        rates["logZ"] = logZ[:nc]
+        rates["Phi"] = rates["Phi"][:nc]
+        rates["xi"] = rates["xi"][:nc]
+        return u, rhs, faces, rates, v
+
+    @staticmethod
+    def _velocity(A, V, Yk, logZk, y):
+        """Velocity v (k, 3), grad xi (A = D for gradient heads) and mobility (k,) at the point masses
+        from their normalised moments Yk = Y_h/Z_h (k, H, 3) and log Z_h (k, H)."""
+        H = A.shape[0]
+        Zk = np.exp(logZk)  # (k, H)
+        v = velocity_from_fields(y, HeadFields(np.ones_like(Zk), Yk, None), V)
+        gx = project(y, np.einsum("kh,hij,khj->ki", Zk, A, Yk) / H)
+        mob = np.mean(1.0 / Zk, axis=1)
+        return v, gx, mob
+
+    # ------------------------------------------------------------------ motion
+    def predict(self, h: float, v0: np.ndarray) -> np.ndarray:
+        """Euler predictor of the positions after a step h, on the sphere."""
+        new_x = self.x + h * v0
+        new_x /= np.linalg.norm(new_x, axis=1)[:, None]
+        return new_x
+
+    def correct(self, h: float, v0: np.ndarray, v1: np.ndarray) -> np.ndarray:
+        """Heun corrector of the positions after a step h (velocities at both ends), on the sphere."""
+        new_x = self.x + (0.5 * h) * (v0 + v1)
+        new_x /= np.linalg.norm(new_x, axis=1)[:, None]
+        return new_x
+
+    def error(self, h: float, v0: np.ndarray, v1: np.ndarray) -> float:
+        """Local error of the positions over a step h: (h/2) sum_k m_k |v_k(end) - v_k(start)|."""
+        return 0.5 * h * float(self.m @ np.linalg.norm(v1 - v0, axis=1))
+
+    # ------------------------------------------------------------------ collapse, merge, absorb
+    def node_tree(self):
+        """A k-d tree of the cell nodes (built once)."""
+        if self._tree is None:
+            from scipy.spatial import cKDTree
+
+            self._tree = cKDTree(self.geom.nodes)
+        return self._tree
+
+    def collapse(self, rho: np.ndarray, t: float) -> bool:
+        """Carry collapsed clusters as point masses; ``rho`` (nc,) is changed in place. True if the state changed.
+
+        1. absorb: the mass of the cells whose nodes lie within ``spread`` of a point mass
+           joins it (at the mass-weighted mean position, projected to the sphere);
+        2. merge: point masses closer than ``merge_radius`` (radians) become one (an event);
+        3. collapse: around every cell holding a local maximum of rho with
+           rho_c >= :data:`DENSE_FLOOR`, the cells within ``radius`` whose mass-weighted angular
+           spread about their mean is at most ``spread`` and whose mass is at least
+           ``min_mass`` become one point mass at that mean.
+        Mass is conserved exactly (moved, never created); the first moment of the moved mass is
+        kept up to the projection onto the sphere.
+        """
+        masses = rho * self.geom.areas
+        changed = self._absorb(rho, masses)
+        changed = self._merge(t) or changed
+        return self._collapse_cells(rho, masses, t) or changed
+
+    def _absorb(self, rho: np.ndarray, masses: np.ndarray) -> bool:
+        g = self.geom
+        tree = self.node_tree()
+        changed = False
+        for k in range(len(self.m)):
+            idx = tree.query_ball_point(self.x[k], _chord(self.spread))
+            idx = [i for i in idx if masses[i] > 1e-16]
+            if idx:
+                mk = masses[idx]
+                tot = self.m[k] + mk.sum()
+                p = self.m[k] * self.x[k] + mk @ g.nodes[idx]
+                self.x[k] = p / np.linalg.norm(p)
+                self.m[k] = tot
+                masses[idx] = 0.0
+                rho[idx] = 0.0
+                changed = True
+        return changed
+
+    def _merge(self, t: float) -> bool:
+        changed = False
+        merged = True
+        while merged and len(self.m) > 1:
+            merged = False
+            cosang = np.clip(self.x @ self.x.T, -1.0, 1.0)
+            np.fill_diagonal(cosang, -2.0)
+            i, j = np.unravel_index(int(np.argmax(cosang)), cosang.shape)
+            ang = math.acos(cosang[i, j])
+            if ang < self.merge_radius:
+                mi, mj = self.m[i], self.m[j]
+                p = mi * self.x[i] + mj * self.x[j]
+                self.merges.append((float(t), float(mi), float(mj), float(ang)))
+                log.info("t = %.6g: point masses %.4g and %.4g merge (angle %.3g rad)", t, mi, mj, ang)
+                self.x[i] = p / np.linalg.norm(p)
+                self.m[i] = mi + mj
+                self.x = np.delete(self.x, j, axis=0)
+                self.m = np.delete(self.m, j)
+                merged = changed = True
+        return changed
+
+    def _collapse_cells(self, rho: np.ndarray, masses: np.ndarray, t: float) -> bool:
+        g = self.geom
+        tree = self.node_tree()
+        changed = False
+        nb = g.neighbors
+        cand = np.flatnonzero((rho >= DENSE_FLOOR) & np.all(rho[:, None] >= rho[nb], axis=1))
+        for c in cand[np.argsort(-rho[cand], kind="stable")]:
+            if masses[c] <= 0.0:
+                continue
+            idx = np.asarray(tree.query_ball_point(g.nodes[c], _chord(self.radius)), dtype=np.int64)
+            mk = masses[idx]
+            tot = float(mk.sum())
+            if tot < self.min_mass:
+                continue
+            p = mk @ g.nodes[idx]
+            centre = p / np.linalg.norm(p)
+            ang = np.arccos(np.clip(g.nodes[idx] @ centre, -1.0, 1.0))
+            spread = math.sqrt(float(mk @ ang**2) / tot)
+            if spread > self.spread:
+                continue
+            self.x = np.concatenate([self.x, centre[None]])
+            self.m = np.concatenate([self.m, [tot]])
+            masses[idx] = 0.0
+            rho[idx] = 0.0
+            changed = True
+            log.info("t = %.6g: a cluster of mass %.4g (spread %.3g rad) becomes a point mass", t, tot, spread)
+        return changed
+
+    def after_step(self, ms) -> None:
+        """Collapse after a step of the mesh solver ``ms``; the energy jump of a collapse (the self-energy
+        difference of the moved mass, O(m spread^2)) is booked into the balance's jumps so that the
+        balance columns keep measuring the time stepping."""
+        if not ms._has_energy:
+            ms._collapse()
+            return
+        E_before = ms._current().rates["energy"]
+        if ms._collapse():
+            jump = ms._current().rates["energy"] - E_before
+            ms.balance.jumps += jump
+
+    # ------------------------------------------------------------------ output and state
+    def deposit(self, rho: np.ndarray) -> np.ndarray:
+        """The cell densities ``rho`` (nc,) with every point mass added to its nearest cell (a new array)."""
+        rho = rho.copy()
+        if len(self.m):
+            _, idx = self.node_tree().query(self.x)
+            np.add.at(rho, np.atleast_1d(idx), self.m / self.geom.areas[np.atleast_1d(idx)])
+        return rho
+
+    def cluster_points(self, rho: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The points and masses the cluster definition sees: the dense cells of ``rho`` (rho >= :data:`DENSE_FLOOR`) and the point masses."""
+        dense = rho >= DENSE_FLOOR
+        masses = rho[dense] * self.geom.areas[dense]
+        return np.concatenate([self.geom.nodes[dense], self.x]), np.concatenate([masses, self.m])
+
+    def events(self) -> dict:
+        """``{"merges": [{t, m1, m2, angle_rad}, ...]}``."""
+        return {"merges": [{"t": t, "m1": m1, "m2": m2, "angle_rad": a} for t, m1, m2, a in self.merges]}
+
+    def state(self) -> dict:
+        return {"atom_x": self.x.copy(), "atom_m": self.m.copy(), "merges": np.asarray(self.merges, dtype=np.float64).reshape(-1, 4)}
+
+    def restore(self, st: dict) -> None:
+        if "atom_x" in st:
+            self.x = np.asarray(st["atom_x"], dtype=np.float64).reshape(-1, 3).copy()
+            self.m = np.asarray(st["atom_m"], dtype=np.float64).reshape(-1).copy()
+            self.merges = [tuple(float(v) for v in row) for row in np.asarray(st["merges"], dtype=np.float64).reshape(-1, 4)]
+
+
+def _chord(ang: float) -> float:
+    """The chord length of an angle (capped at pi)."""
+    return 2.0 * math.sin(0.5 * min(ang, math.pi))
