@@ -702,7 +702,7 @@ MESH_BYTES_PER_CELL = (1024, 256)
 TOKEN_BYTES = (32 * 8, 16 * 8)
 
 
-#: Worst case of the recorded cluster count (model.energy.cluster_count): scipy lists every
+#: Worst case of the recorded cluster count (model.clusters.weighted_clusters): scipy lists every
 #: pair of tokens closer than the linkage radius, ~28 bytes per n^2 once all tokens gather.
 CLUSTER_BYTES_PER_PAIR = 28
 

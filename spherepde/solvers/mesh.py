@@ -52,8 +52,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from spherepde.attention import SUMMATION_MODES, attention_moments
+from spherepde.model.clusters import cluster_table, weighted_clusters
 from spherepde.model.columns import MESH_COLUMNS
-from spherepde.model.energy import EnergyBalance, cluster_table, state_rates, weighted_clusters
+from spherepde.model.energy import EnergyBalance, state_rates
 from spherepde.model.fused import fused_rates, martingale_from_moments
 from spherepde.model.velocity import HeadFields, velocity_from_fields
 from spherepde.model.weights import WeightPath
