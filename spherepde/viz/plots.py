@@ -39,7 +39,7 @@ from pathlib import Path
 
 import numpy as np
 
-from spherepde.model.columns import distance_columns
+from spherepde.model.columns import COLUMNS, distance_columns
 from spherepde.runs.series import Series, defined, distance_floor, load_series, solver_tracks
 
 __all__ = [
@@ -47,6 +47,7 @@ __all__ = [
     "FORMATS",
     "PANELS",
     "Panel",
+    "column_panel",
     "distance_label",
     "plot_columns",
     "plot_edi_residuals",
@@ -169,19 +170,20 @@ class Panel:
 ROUNDOFF = 1e-12
 
 
+def column_panel(column: str, **options) -> Panel:
+    """The panel of a diagnostics column: its symbol and axis label from the column registry
+    (:data:`spherepde.model.columns.COLUMNS`; an unregistered column: its name)."""
+    c = COLUMNS.get(column)
+    return Panel(column, (c.symbol if c else "") or column, (c.axis or c.long_name) if c else column, **options)
+
+
 #: The panels of the standard figures (``plot``) and of ``spherepde compare``.
 PANELS = {
-    "energy": (Panel("energy", r"$E(t)$", r"energy $E$"),),
-    "G2": (Panel("G2", r"$G^2(t)$", r"$G^2$ (metric slope)", log=None),),
-    "edi": (
-        Panel("edi_paper", "EDI residual, paper's form", "residual (paper's form)", zero_line=True),
-        Panel("edi_exact", "EDI residual, exact chain rule", "residual (exact chain rule)", zero_line=True),
-    ),
-    "mean_resultant": (Panel("mean_resultant", r"$R(t) = |\int x\,d\mu_t|$", r"mean resultant length $R$", floor=0.01),),
-    "clusters": (
-        Panel("n_clusters", "clusters (groups with >= 1 % of the mass)", "number of clusters", floor=1.0),
-        Panel("energy", r"$E(t)$", r"energy $E$"),
-    ),
+    "energy": (column_panel("energy"),),
+    "G2": (column_panel("G2", log=None),),
+    "edi": (column_panel("edi_paper", zero_line=True), column_panel("edi_exact", zero_line=True)),
+    "mean_resultant": (column_panel("mean_resultant", floor=0.01),),
+    "clusters": (column_panel("n_clusters", floor=1.0), column_panel("energy")),
 }
 
 _TITLES = {"energy": "Energy", "G2": "Dissipation", "edi": "Energy-dissipation identity: residuals", "mean_resultant": "Mean resultant length",
