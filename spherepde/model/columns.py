@@ -27,6 +27,8 @@ __all__ = [
     "Column",
     "COLUMNS",
     "SOLVERS",
+    "MESH_SOLVERS",
+    "TOKEN_SOLVERS",
     "ENERGY_COLUMNS",
     "HEADLINE_COLUMNS",
     "MESH_HEADLINE_COLUMNS",
@@ -97,7 +99,13 @@ _QUANTITIES = (
     Column("w1_exact", "1-Wasserstein distance between density and tokens (geodesic cost)", "rad", compare=False),
 )
 
+#: The solvers of a single run, the values of ``run.solver`` (a run's kind, with the Monte-Carlo
+#: folder of :data:`spherepde.runs.runfolder.RUN_KINDS`): the one list of them.
 SOLVERS = ("particles", "mesh", "both")
+
+#: The solvers whose runs hold a density on a mesh, and those whose runs hold tokens.
+MESH_SOLVERS = ("mesh", "both")
+TOKEN_SOLVERS = ("particles", "both")
 
 #: The energy-based columns of every solver, in their order (NaN for general heads).
 ENERGY_COLUMNS = ("energy", "dEdt_partial", "martingale", "transport", "G2", "int_dEdt", "int_transport", "int_G2", "edi_paper", "edi_exact")

@@ -49,6 +49,7 @@ from spherepde.model.statistics import time_average
 from spherepde.runs.runfolder import (
     DIAGNOSTICS_FILE,
     MC_TABLES,
+    MONTE_CARLO,
     WEIGHTS_FILE,
     DiagnosticsError,
     RunFolder,
@@ -93,7 +94,7 @@ def _fmt(x: float) -> str:
 
 
 def _weight_files(folder: Path, kind: str) -> list[Path]:
-    if kind == "montecarlo":
+    if kind == MONTE_CARLO:
         return [p / WEIGHTS_FILE for p in RunFolder(folder).monte_carlo_paths()]
     return [folder / WEIGHTS_FILE]
 
@@ -344,7 +345,7 @@ def _check_parts(folder: Path) -> None:
 
 def _check_folder(folder: Path, kind: str) -> None:
     """The diagnostics tables compare reads, checked before anything is read or written."""
-    if kind == "montecarlo":
+    if kind == MONTE_CARLO:
         files = [p / DIAGNOSTICS_FILE for p in RunFolder(folder).monte_carlo_paths() if (p / DIAGNOSTICS_FILE).is_file()]
         files += [folder / name for name in MC_TABLES.values() if (folder / name).is_file()]
     else:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from spherepde._base import ConfigError, available_memory, format_bytes, load_arrays
+from spherepde.model.columns import SOLVERS
 from spherepde.solvers.integrators import integrator_names, resolve_integrator
 
 _log = logging.getLogger(__name__)
@@ -53,7 +54,7 @@ def _fl(default, doc, **checks):
 
 @dataclass(frozen=True)
 class RunSection:
-    solver: str = _f("mesh", "which solver: 'particles' (tokens), 'mesh' (finite-volume density) or 'both' (mesh + tokens sampled from it, same weight path)", choices=("particles", "mesh", "both"))
+    solver: str = _f("mesh", "which solver: 'particles' (tokens), 'mesh' (finite-volume density) or 'both' (mesh + tokens sampled from it, same weight path)", choices=SOLVERS)
     name: str = _f("", "run folder name inside 'out' (empty: <solver>-<process>-H<H>-seed<seed>)")
     out: str = _f("runs", "parent folder for run folders")
 

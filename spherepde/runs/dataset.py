@@ -38,6 +38,7 @@ from spherepde.runs.runfolder import (
     CONFIG_FILE,
     DIAGNOSTICS_FILE,
     MESH_FILE,
+    MONTE_CARLO,
     SNAPSHOTS_FILE,
     SUMMARY_FILE,
     WEIGHTS_FILE,
@@ -98,7 +99,7 @@ def check_whole_run(folder: Path) -> None:
     naming the first missing or damaged file."""
     import tomllib
 
-    folders = RunFolder(folder).monte_carlo_paths() if run_kind(folder) == "montecarlo" else [folder]
+    folders = RunFolder(folder).monte_carlo_paths() if run_kind(folder) == MONTE_CARLO else [folder]
     for f in folders:
         for name in (CONFIG_FILE, DIAGNOSTICS_FILE, WEIGHTS_FILE):
             if not (f / name).is_file():
@@ -225,7 +226,7 @@ def check_run_parts(run_dir) -> None:
     folder = Path(run_dir)
     _check_text_parts(folder)  # before run_kind reads config.toml
     kind = run_kind(folder)
-    for f in RunFolder(folder).monte_carlo_paths() if kind == "montecarlo" else [folder]:
+    for f in RunFolder(folder).monte_carlo_paths() if kind == MONTE_CARLO else [folder]:
         if f is not folder:
             _check_text_parts(f)
         _check_parts(f, run_kind(f) if f is not folder else kind)
@@ -302,14 +303,14 @@ def open_run(run_dir):
     if not folder.is_dir():
         raise FileNotFoundError(f"{folder}: no such run folder")
     check_run_parts(folder)  # every part of the run (and of its paths) before anything is read
-    if run_kind(folder) == "montecarlo":
+    if run_kind(folder) == MONTE_CARLO:
         paths = RunFolder(folder).monte_carlo_paths()
         if not paths:
             raise NotARunFolderError(f"{folder}: a Monte-Carlo folder without path-NNN runs")
         sets = [_open_single(p) for p in paths]
         ds = xr.concat(sets, dim="path", data_vars="different", coords="different", compat="equals", join="outer", combine_attrs="drop_conflicts")
         ds = ds.assign_coords(path=("path", [p.name for p in paths]))
-        ds.attrs.update({"title": f"spherepde Monte-Carlo runs {folder.name}", "run_kind": "montecarlo", "run_folder": str(folder)})
+        ds.attrs.update({"title": f"spherepde Monte-Carlo runs {folder.name}", "run_kind": MONTE_CARLO, "run_folder": str(folder)})
         return ds
     return _open_single(folder)
 

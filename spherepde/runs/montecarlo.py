@@ -24,6 +24,7 @@ from spherepde.runs.runfolder import (
     DIAGNOSTICS_FILE,
     MARKER,
     MC_TABLES,
+    MONTE_CARLO,
     SUMMARY_FILE,
     RunFolder,
     RunFolderError,
@@ -73,7 +74,7 @@ def monte_carlo(cfg: Config, *, paths: int | None = None, out=None, force: bool 
         path0 = build_weight_path(cfg)
         build_solver(cfg, path0, mesh=build_mesh(cfg) if cfg.run.solver in ("mesh", "both") else None)
     del path0
-    rf.create(cfg, kind="monte-carlo", replace=exists, force=force)
+    rf.create(cfg, kind=MONTE_CARLO, replace=exists, force=force)
     return _mc_execute(cfg, folder, paths, lock=rf.lock, progress=progress, resuming=False)
 
 

@@ -42,13 +42,14 @@ from typing import NamedTuple
 import numpy as np
 
 from spherepde._base import __version__, atomic_savez, atomic_write_text, load_arrays, one_line
+from spherepde.model.columns import MESH_SOLVERS, SOLVERS, TOKEN_SOLVERS
 from spherepde.runs.config import Config, config_to_toml, load_config
 from spherepde.runs.files import FolderLock
 
 log = logging.getLogger(__name__)
 
 __all__ = [
-    "MARKER", "LOCK_FILE", "CONFIG_FILE", "SUMMARY_FILE", "DIAGNOSTICS_FILE", "WEIGHTS_FILE", "MESH_FILE", "SNAPSHOTS_FILE",
+    "MARKER", "LOCK_FILE", "MONTE_CARLO", "CONFIG_FILE", "SUMMARY_FILE", "DIAGNOSTICS_FILE", "WEIGHTS_FILE", "MESH_FILE", "SNAPSHOTS_FILE",
     "LOG_FILE", "CHECKPOINT_FILE", "MC_TABLES", "DiagnosticsWriter", "write_diagnostics_table", "MARKER_KINDS", "VTK_RESERVE_BYTES", "RUN_KINDS", "CONDITIONS", "LayoutEntry", "LAYOUT",
     "RunExistsError", "RunLockedError", "RunFolderError", "NotARunFolderError", "DiagnosticsError", "MALFORMED",
     "RunFolder", "RunSnapshots", "read_diagnostics", "check_recorded", "run_config", "run_kind", "load_snapshots",
@@ -80,8 +81,12 @@ CHECKPOINT_FILE = "checkpoint.npz"
 MC_TABLES = {q: f"diagnostics_{q}.csv" for q in ("mean", "std", "q05", "q95")}
 
 
-#: The kinds of folder a marker names (:meth:`RunFolder.write_marker`).
-MARKER_KINDS = ("run", "monte-carlo")
+#: A Monte-Carlo folder's kind: the word its marker, :data:`LAYOUT` and :func:`run_kind` use.
+MONTE_CARLO = "monte-carlo"
+
+
+#: The kinds of folder a marker names (:meth:`RunFolder.write_marker`): a single run, or Monte-Carlo.
+MARKER_KINDS = ("run", MONTE_CARLO)
 
 
 #: Free space kept in reserve when writing a VTK snapshot (VTK's writers do not survive a full disk).
@@ -89,9 +94,10 @@ VTK_RESERVE_BYTES = 1 << 20
 
 
 # ====================================================================================== layout
-#: The kinds of run that write into folders: the three solvers (``run.solver``) of a single
-#: run, and a Monte-Carlo folder (whose ``path-NNN`` folders are single runs).
-RUN_KINDS = ("particles", "mesh", "both", "monte-carlo")
+#: The kinds of run that write into folders: the solvers (``run.solver``,
+#: :data:`spherepde.model.columns.SOLVERS`) of a single run, and a Monte-Carlo folder (whose
+#: ``path-NNN`` folders are single runs).
+RUN_KINDS = (*SOLVERS, MONTE_CARLO)
 
 
 #: When a :data:`LAYOUT` entry exists (an entry without conditions exists from the run's
@@ -122,9 +128,9 @@ class LayoutEntry(NamedTuple):
         return self.path.rstrip("/")
 
 
-_RUNS = ("particles", "mesh", "both")
-_MESH = ("mesh", "both")
-_TOKENS = ("particles", "both")
+_RUNS = SOLVERS
+_MESH = MESH_SOLVERS
+_TOKENS = TOKEN_SOLVERS
 _ALL = RUN_KINDS
 
 
@@ -147,11 +153,11 @@ LAYOUT: tuple[LayoutEntry, ...] = (
     LayoutEntry(LOG_FILE, _RUNS, (), "the run's log, and the traceback of a failed run"),
     LayoutEntry(MARKER, _ALL, (), "the marker: spherepde version, folder kind (run or monte-carlo), creator, the config.toml written at the start"),
     LayoutEntry(LOCK_FILE, _ALL, ("while writing",), "the lock: pid and host of the process writing into the folder"),
-    LayoutEntry(MC_TABLES["mean"], ("monte-carlo",), ("completed",), "the mean of every diagnostic over the paths, per record"),
-    LayoutEntry(MC_TABLES["std"], ("monte-carlo",), ("completed",), "their standard deviation over the paths (ddof = 1)"),
-    LayoutEntry(MC_TABLES["q05"], ("monte-carlo",), ("completed",), "their 5 % quantile over the paths"),
-    LayoutEntry(MC_TABLES["q95"], ("monte-carlo",), ("completed",), "their 95 % quantile over the paths"),
-    LayoutEntry("path-NNN/", ("monte-carlo",), (), "the run folder of path NNN (seed weights.seed + NNN)"),
+    LayoutEntry(MC_TABLES["mean"], (MONTE_CARLO,), ("completed",), "the mean of every diagnostic over the paths, per record"),
+    LayoutEntry(MC_TABLES["std"], (MONTE_CARLO,), ("completed",), "their standard deviation over the paths (ddof = 1)"),
+    LayoutEntry(MC_TABLES["q05"], (MONTE_CARLO,), ("completed",), "their 5 % quantile over the paths"),
+    LayoutEntry(MC_TABLES["q95"], (MONTE_CARLO,), ("completed",), "their 95 % quantile over the paths"),
+    LayoutEntry("path-NNN/", (MONTE_CARLO,), (), "the run folder of path NNN (seed weights.seed + NNN)"),
     LayoutEntry("figures/", _RUNS, ("plot or render",), "the figures and renderings of the run"),
 )
 
@@ -428,7 +434,7 @@ def check_run_target(out, folder: Path, cfg: Config) -> None:
                 continue
         except OSError:
             continue
-        own_path = p == where.parent and where.name.startswith("path-") and where.name[5:].isdigit() and RunFolder(p).marker_kind() == "monte-carlo"
+        own_path = p == where.parent and where.name.startswith("path-") and where.name[5:].isdigit() and RunFolder(p).marker_kind() == MONTE_CARLO
         if not own_path:
             raise RunFolderError(f"cannot create the run folder {folder}: it lies inside the run folder {p}, "
                                  "which only its own run writes into; choose another --out")
@@ -645,7 +651,7 @@ class RunFolder:
         atomic_write_text(self.folder / MARKER, json.dumps(info, indent=1) + "\n")
 
     def marker_kind(self) -> str | None:
-        """The folder kind the marker names (``"run"`` or ``"monte-carlo"``), None without a readable marker."""
+        """The folder kind the marker names (``run`` or :data:`MONTE_CARLO`), None without a readable marker."""
         try:
             info = json.loads((self.folder / MARKER).read_text())
         except (OSError, ValueError, UnicodeDecodeError):
@@ -736,7 +742,7 @@ class RunFolder:
             raise self.damaged(f"{name} cannot be read ({one_line(exc)})") from exc
 
     def kind(self) -> str:
-        """What the folder holds: ``"particles"``, ``"mesh"`` or ``"montecarlo"`` (:func:`run_kind`)."""
+        """What the folder holds: ``particles``, ``mesh`` or :data:`MONTE_CARLO` (:func:`run_kind`)."""
         return run_kind(self.folder)
 
     def monte_carlo_paths(self) -> list[Path]:
@@ -897,11 +903,11 @@ def run_config(run_dir) -> dict:
 
 
 def run_kind(run_dir) -> str:
-    """What a folder holds: ``"particles"``, ``"mesh"`` or ``"montecarlo"``.
+    """What a folder holds: ``"particles"``, ``"mesh"`` or :data:`MONTE_CARLO` (``monte-carlo``).
 
     A coupled run (``run.solver = "both"``) counts as a mesh run; its snapshots also
     hold the tokens ``X``, drawn over the density with ``particles=True``. (The marker's
-    folder kind, ``"run"`` or ``"monte-carlo"``, is :meth:`RunFolder.marker_kind`.)
+    folder kind, ``run`` or :data:`MONTE_CARLO`, is :meth:`RunFolder.marker_kind`.)
 
     Raises :class:`FileNotFoundError` for a missing folder and
     :class:`NotARunFolderError` for a folder that is no spherepde run folder.
@@ -911,7 +917,7 @@ def run_kind(run_dir) -> str:
         raise FileNotFoundError(f"run folder {folder} does not exist")
     rf = RunFolder(folder)
     if (folder / MC_TABLES["mean"]).is_file() or rf.monte_carlo_paths():
-        return "montecarlo"
+        return MONTE_CARLO
     solver = run_config(folder).get("run", {}).get("solver")
     if solver in ("particles", "mesh"):
         return solver
@@ -992,7 +998,7 @@ def load_snapshots(run_dir, *, strict: bool = False) -> RunSnapshots:
     folder = Path(run_dir)
     rf = RunFolder(folder)
     kind = run_kind(folder)
-    if kind == "montecarlo":
+    if kind == MONTE_CARLO:
         paths = rf.monte_carlo_paths()
         hint = f", e.g. {paths[0]}" if paths else ""
         raise NotARunFolderError(f"{folder} is a Monte-Carlo folder; draw one of its path-NNN runs{hint}")

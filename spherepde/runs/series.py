@@ -20,7 +20,7 @@ import numpy as np
 
 from spherepde._base import load_arrays
 from spherepde.model.columns import PARTICLE_PREFIX
-from spherepde.runs.runfolder import DIAGNOSTICS_FILE, MC_TABLES, SUMMARY_FILE, WEIGHTS_FILE, RunFolder, read_diagnostics, run_config, run_kind
+from spherepde.runs.runfolder import DIAGNOSTICS_FILE, MC_TABLES, MONTE_CARLO, SUMMARY_FILE, WEIGHTS_FILE, RunFolder, read_diagnostics, run_config, run_kind
 
 __all__ = ["Band", "Series", "Track", "load_series", "solver_tracks", "defined", "distance_floor", "run_label"]
 
@@ -55,7 +55,7 @@ class Series:
         for a Monte-Carlo folder read from its aggregate files, the mean columns.
     std : per-column standard deviations when only aggregates were available, else None.
     sign : the model's sign s (EDI), from the config (default -1).
-    kind : "particles", "mesh" or "montecarlo".
+    kind : "particles", "mesh" or MONTE_CARLO (:func:`~spherepde.runs.runfolder.run_kind`).
     label : a short description of the run ("mesh, H = 10, ou weights").
     config : the run's config.toml as a dict (empty if unknown).
     quantiles : aggregates only: {"q05": columns, "q95": columns} when the Monte-Carlo
@@ -137,7 +137,7 @@ def load_series(source) -> Series:
     cfg = run_config(folder)
     sign = float(cfg.get("model", {}).get("sign", -1))
     label = run_label(cfg, folder)
-    if kind != "montecarlo":
+    if kind != MONTE_CARLO:
         csvp = folder / DIAGNOSTICS_FILE
         if not csvp.is_file():
             raise FileNotFoundError(f"{folder}: no diagnostics.csv; the run has recorded nothing yet")

@@ -40,6 +40,7 @@ from pathlib import Path
 import numpy as np
 
 from spherepde.model.columns import COLUMNS, distance_columns
+from spherepde.runs.runfolder import MONTE_CARLO
 from spherepde.runs.series import Series, defined, distance_floor, load_series, solver_tracks
 
 __all__ = [
@@ -660,7 +661,7 @@ def write_figures(run_dir, out_dir=None, *, formats=("png",), times=None, projec
     folder = Path(run_dir)
     s = load_series(folder)
     snaps = None
-    if s.kind != "montecarlo":  # read and check every input (snapshots, mesh, times) before writing anything
+    if s.kind != MONTE_CARLO:  # read and check every input (snapshots, mesh, times) before writing anything
         from spherepde.runs.runfolder import load_snapshots
         from spherepde.viz.common import snap_times
 
@@ -688,7 +689,7 @@ def write_figures(run_dir, out_dir=None, *, formats=("png",), times=None, projec
             _log.info("skipping %s: %s", stem, exc)
             continue
         written += _save(fig, out, stem, formats, dpi)
-    if s.kind == "montecarlo":
+    if s.kind == MONTE_CARLO:
         if times:
             _log.warning("density maps are drawn for single runs; draw one of the path-NNN folders")
         return written
