@@ -94,9 +94,12 @@ _QUANTITIES = (
     Column("G2_scheme", "mesh: the scheme's own metric slope (edge fluxes), the G^2 of the paper-form balance edi_paper", energy=True),
     Column("int_G2_scheme", "mesh: time integral of G2_scheme", energy=True),
     Column("atom_mass", "mesh: mass carried by point masses (collapsed clusters, solver.atoms)"),
-    Column("l1_hist", "L1 distance between the density and the smoothed token histogram", compare=False),
-    Column("w1_sliced", "sliced spherical 1-Wasserstein distance between density and tokens", "rad", compare=False),
-    Column("w1_exact", "1-Wasserstein distance between density and tokens (geodesic cost)", "rad", compare=False),
+    Column("l1_hist", "L1 distance between the density and the smoothed token histogram", compare=False,
+           symbol=r"$L^1$ to the token histogram (vMF kernel; $\in[0, 2]$)"),
+    Column("w1_sliced", "sliced spherical 1-Wasserstein distance between density and tokens", "rad", compare=False,
+           symbol=r"sliced spherical $W_1$ (random great circles; rad)"),
+    Column("w1_exact", "1-Wasserstein distance between density and tokens (geodesic cost)", "rad", compare=False,
+           symbol=r"exact $W_1$ (geodesic cost, network simplex; rad)"),
 )
 
 #: The solvers of a single run, the values of ``run.solver`` (a run's kind, with the Monte-Carlo

@@ -385,11 +385,8 @@ def plot_mesh_invariants(source):
 
 
 #: Legend labels of the distance columns a coupled run writes (the method in words).
-DISTANCE_LABELS = {
-    "w1_exact": r"exact $W_1$ (geodesic cost, network simplex; rad)",
-    "w1_sliced": r"sliced spherical $W_1$ (random great circles; rad)",
-    "l1_hist": r"$L^1$ to the token histogram (vMF kernel; $\in[0, 2]$)",
-}
+DISTANCE_LABELS = {c: COLUMNS[c].symbol for c in ("w1_exact", "w1_sliced", "l1_hist")}
+
 
 def distance_label(col: str, s: Series | None = None) -> str:
     """What a distance column is, in words (older runs: ``w_sphere`` with the flag ``w_exact``)."""
