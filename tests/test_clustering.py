@@ -13,7 +13,7 @@ import pytest
 import spherepde as sp
 from spherepde import densities
 from spherepde.cli.common import example_path
-from spherepde.model.energy import weighted_clusters
+from spherepde.model.clusters import weighted_clusters
 from spherepde.solvers._reference import scheme_g2_reference
 from spherepde.solvers.fv import face_values, fv_geometry, fv_rhs, scheme_g2
 from spherepde.solvers.implicit import implicit_upwind_step, upwind_matrix

@@ -127,3 +127,16 @@ def test_config_choices_agree_with_the_registry():
 
     choices = {f.name: choices_of(f.metadata) for cls in (RunSection, OutputSection) for f in fields(cls)}
     assert set(choices["solver"]) == set(SOLVERS) and set(choices["distances"]) == set(DISTANCE_MODES)
+
+
+def test_headline_columns_defined_once():
+    """The headline subset is spelled only in model/columns.py; compare, sweeps and the run summary use it."""
+    import spherepde
+    from spherepde.model.columns import HEADLINE_COLUMNS
+    from spherepde.runs.sweep import SUMMARY_COLUMNS
+
+    assert SUMMARY_COLUMNS == HEADLINE_COLUMNS
+    literal = repr(HEADLINE_COLUMNS).replace("'", '"')
+    pkg = Path(spherepde.__file__).parent
+    where = [str(p.relative_to(pkg)) for p in pkg.rglob("*.py") if literal in p.read_text()]
+    assert where == ["model/columns.py"], where

@@ -12,9 +12,9 @@ from conftest import sym_matrices, unit_vectors
 
 from spherepde.attention import attention_moments
 from spherepde.attention._reference import attention_moments_reference
+from spherepde.model.clusters import weighted_clusters
 from spherepde.model.energy import (
     EnergyBalance,
-    cluster_count,
     martingale_increment,
     mean_resultant_length,
     state_rates,
@@ -337,9 +337,9 @@ def test_mean_resultant_and_clusters():
     w = np.full(4, 0.25)
     assert mean_resultant_length(X, w) == pytest.approx(np.sqrt(2) / 4)
     assert mean_resultant_length(X[:2], np.full(2, 0.5)) == pytest.approx(1.0)
-    assert cluster_count(X, 0.1) == 3
-    assert cluster_count(X, 0.1, min_fraction=0.5) == 1
-    assert cluster_count(X, 2.5) == 1
+    assert len(weighted_clusters(X, w, 0.1, min_mass=0.0)[1]) == 3
+    assert len(weighted_clusters(X, w, 0.1, min_mass=0.5)[1]) == 1
+    assert len(weighted_clusters(X, w, 2.5)[1]) == 1
 
 
 # ------------------------------------------------------ the vectorised d = 3 path

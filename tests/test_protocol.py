@@ -53,3 +53,26 @@ def test_integrate_refuses_times_that_go_back(path):
         sp.integrate(s, [0.2, 0.15])
     with pytest.raises(ValueError, match="finite"):
         sp.integrate(s, [0.2, float("nan")])
+
+
+@pytest.mark.parametrize("kind", ["particles", "mesh", "both"])
+def test_advance_through_stops_between_steps_and_continues_bit_for_bit(path, kind):
+    from spherepde.solvers.protocol import advance_through
+
+    make = _solvers(path)[kind]
+    a, b = make(), make()
+    times = [0.0, 0.1, 0.2]
+    asked = []
+
+    def stop() -> bool:
+        asked.append(1)
+        return len(asked) == 3  # the third step is not taken
+
+    first = list(advance_through(a, times, should_stop=stop))
+    assert [i for i, _, _ in first] == [0, 1] and first[0][2] is not None and first[1][2] is None
+    assert a.t < 0.1
+    rest = [row for _, _, row in advance_through(a, iter(times[1:]))]  # times may come lazily
+    ref = sp.integrate(b, times).rows[1:]
+    assert len(rest) == len(ref) and a.step_count == b.step_count
+    for r, q in zip(rest, ref):
+        assert r.keys() == q.keys() and all(np.array_equal(r[k], q[k], equal_nan=True) for k in r)

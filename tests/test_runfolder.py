@@ -182,7 +182,26 @@ def test_layout_is_what_finished_runs_hold(tmp_path):
     mc = monte_carlo(default_config().with_overrides({**small, "run.solver": "particles"}), paths=2, out=tmp_path / "mc", progress=False)
     assert mc.status == "completed"
     assert _entries(mc.folder) == _expected("monte-carlo")
-    assert RunFolder(mc.folder).marker_kind() == "monte-carlo" and run_kind(mc.folder) == "montecarlo"
+    assert RunFolder(mc.folder).marker_kind() == "monte-carlo" and run_kind(mc.folder) == "monte-carlo"
     for p in RunFolder(mc.folder).monte_carlo_paths():
         assert _entries(p) == _expected("particles")
         assert load_snapshots(p).complete
+
+
+def test_run_folder_file_names_and_kinds_spelled_once():
+    """Each run-folder file name and the Monte-Carlo kind are spelled once in the package
+    (runfolder.py); every other module names them through its constants."""
+    from pathlib import Path
+
+    import spherepde
+    from spherepde.runs import runfolder as rf
+
+    names = [rf.DIAGNOSTICS_FILE, rf.SUMMARY_FILE, rf.WEIGHTS_FILE, rf.MESH_FILE, rf.SNAPSHOTS_FILE, rf.LOG_FILE,
+             rf.CHECKPOINT_FILE, rf.MONTE_CARLO, *rf.MC_TABLES.values()]
+    pkg = Path(spherepde.__file__).parent
+    texts = {p: p.read_text() for p in pkg.rglob("*.py")}
+    for name in names:
+        where = [f"{p.relative_to(pkg)}" for p, text in texts.items() for _ in range(text.count(f'"{name}"'))]
+        assert len(where) <= 1, (name, where)
+    assert {e.name for e in rf.LAYOUT} >= {rf.DIAGNOSTICS_FILE, rf.SUMMARY_FILE, rf.CONFIG_FILE, *rf.MC_TABLES.values()}
+    assert rf.RUN_KINDS[-1] == rf.MONTE_CARLO and rf.MONTE_CARLO in rf.MARKER_KINDS

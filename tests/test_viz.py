@@ -209,7 +209,7 @@ def test_not_a_run_folder(tmp_path, mc_run):
         viz.run_kind(tmp_path / "nope")
     with pytest.raises(viz.NotARunFolderError, match="Monte-Carlo"):
         viz.load_snapshots(mc_run)
-    assert viz.run_kind(mc_run) == "montecarlo"
+    assert viz.run_kind(mc_run) == "monte-carlo"
     assert main(["plot", str(tmp_path), "-q"]) == 2
 
 
@@ -235,7 +235,7 @@ def test_figures_mesh_run(mesh_run, tmp_path):
 
 def test_figures_monte_carlo_bands(mc_run, tmp_path):
     s = load_series(mc_run)
-    assert s.kind == "montecarlo" and len(s.paths) == 2
+    assert s.kind == "monte-carlo" and len(s.paths) == 2
     mean, std = s.stat("G2")
     assert std is not None and std.shape == mean.shape
     fig = plots.plot_energy_balance(mc_run)

@@ -9,7 +9,7 @@ import traceback
 from contextlib import contextmanager
 
 from spherepde.cli.common import fail, load_args_config
-from spherepde.model.columns import PARTICLE_PREFIX, distance_columns, is_token_column
+from spherepde.model.columns import HEADLINE_COLUMNS, MESH_HEADLINE_COLUMNS, PARTICLE_PREFIX, distance_columns, is_token_column
 
 
 @contextmanager
@@ -115,9 +115,11 @@ def _report(res, quiet: bool) -> int:
     if res.status == "interrupted":  # the run said so (one line, with the resume command) when it stopped
         return 130
     if not quiet:
-        summary = json.loads((res.folder / "summary.json").read_text())
+        from spherepde.runs.runfolder import SUMMARY_FILE
+
+        summary = json.loads((res.folder / SUMMARY_FILE).read_text())
         fin = summary.get("final_mean", summary.get("final", {}))
-        keys = [k for k in ("t", "energy", "G2", "edi_paper", "edi_exact", "mean_resultant", "mass", "rho_min") if k in fin]
+        keys = [k for k in ("t", *HEADLINE_COLUMNS, *MESH_HEADLINE_COLUMNS) if k in fin]
         print(f"run {summary['status']}: {res.folder}")
         if "wall_time_s" in summary:
             total, session = summary["wall_time_s"], summary.get("session_wall_time_s", summary["wall_time_s"])
@@ -142,13 +144,13 @@ def _report(res, quiet: bool) -> int:
 
 def _print_distances(folder, fin: dict) -> None:
     """The final mesh-versus-token distances with their value at t = 0 (the sampling floor)."""
-    from spherepde.runs.runfolder import read_diagnostics
+    from spherepde.runs.runfolder import DIAGNOSTICS_FILE, read_diagnostics
 
     cols = [c for c in distance_columns(fin) if fin.get(c) is not None]
     if not cols:
         return
     try:
-        first = {c: float(v[0]) for c, v in read_diagnostics(folder / "diagnostics.csv", malformed="raise").items() if c in cols and len(v)}
+        first = {c: float(v[0]) for c, v in read_diagnostics(folder / DIAGNOSTICS_FILE, malformed="raise").items() if c in cols and len(v)}
     except (OSError, ValueError):
         first = {}
     print("  distances between mesh and tokens (at t = 0, tokens drawn from the density: the floor):")

@@ -14,7 +14,9 @@ in the order of :func:`solver_columns` (the column order of ``diagnostics.csv``)
 ``compare`` whether ``spherepde compare`` compares the column between runs (counters and
 step sizes are not compared; the distances are compared against their floor instead).
 :data:`LEGACY_COLUMNS` were written by coupled runs of earlier releases: readers
-recognise them, no solver writes them.
+recognise them, no solver writes them. :data:`HEADLINE_COLUMNS` are the few shown first
+(a run's final values, ``spherepde compare``'s table, a sweep's results); a column's
+``symbol`` and ``axis`` label are what figures show for it.
 """
 
 from __future__ import annotations
@@ -25,7 +27,11 @@ __all__ = [
     "Column",
     "COLUMNS",
     "SOLVERS",
+    "MESH_SOLVERS",
+    "TOKEN_SOLVERS",
     "ENERGY_COLUMNS",
+    "HEADLINE_COLUMNS",
+    "MESH_HEADLINE_COLUMNS",
     "PARTICLE_COLUMNS",
     "MESH_COLUMNS",
     "PARTICLE_PREFIX",
@@ -55,42 +61,64 @@ class Column:
     units: str = _DIMLESS
     energy: bool = False  # NaN by definition for general heads
     compare: bool = True  # compared between runs by ``spherepde compare``
+    symbol: str = ""  # the figures' legend entry (Matplotlib mathtext); empty: the name
+    axis: str = ""  # the figures' axis label; empty: the long name
 
 
 # One entry per quantity (the p_ token columns are derived below).
 _QUANTITIES = (
     Column("t", "time of the record", compare=False),
     Column("step", "number of time steps taken", compare=False),
-    Column("energy", "interaction energy E = (1/2H) sum_h int int exp(x^T D_h y) dmu dmu", energy=True),
+    Column("energy", "interaction energy E = (1/2H) sum_h int int exp(x^T D_h y) dmu dmu", energy=True, symbol=r"$E(t)$", axis=r"energy $E$"),
     Column("dEdt_partial", "partial time derivative of E through the weights, with the Ito correction", energy=True),
     Column("martingale", "martingale term M_t of the energy balance (Ito, left point)", energy=True),
     Column("transport", "transport term int grad(dE/dmu) . v dmu", energy=True),
-    Column("G2", "metric slope G^2 (harmonic-mean mobility; mesh: at the cell nodes, the estimate of the continuum value)", energy=True),
+    Column("G2", "metric slope G^2 (harmonic-mean mobility; mesh: at the cell nodes, the estimate of the continuum value)", energy=True,
+           symbol=r"$G^2(t)$", axis=r"$G^2$ (metric slope)"),
     Column("int_dEdt", "time integral of dEdt_partial", energy=True),
     Column("int_transport", "time integral of the transport term", energy=True),
     Column("int_G2", "time integral of G^2", energy=True),
-    Column("edi_paper", "energy-dissipation identity residual, the paper's form", energy=True),
-    Column("edi_exact", "energy-dissipation identity residual, exact chain-rule form", energy=True),
-    Column("mean_resultant", "mean resultant length |int x dmu|"),
+    Column("edi_paper", "energy-dissipation identity residual, the paper's form", energy=True,
+           symbol="EDI residual, paper's form", axis="residual (paper's form)"),
+    Column("edi_exact", "energy-dissipation identity residual, exact chain-rule form", energy=True,
+           symbol="EDI residual, exact chain rule", axis="residual (exact chain rule)"),
+    Column("mean_resultant", "mean resultant length |int x dmu|", symbol=r"$R(t) = |\int x\,d\mu_t|$", axis=r"mean resultant length $R$"),
     Column("mass", "total mass sum_c rho_c |C_c| plus point masses"),
     Column("rho_min", "minimum cell density", "sr-1"),
     Column("rho_max", "maximum cell density", "sr-1"),
     Column("dt_last", "last time step", compare=False),
     Column("speed_rms", "root-mean-square token speed"),
     Column("n_clusters", "number of clusters: single-linkage groups at chordal distance 0.1 holding at least 1 % of the mass "
-                         "(tokens; mesh: point masses and cells denser than 5/(4 pi))"),
+                         "(tokens; mesh: point masses and cells denser than 5/(4 pi))",
+           symbol="clusters (groups with >= 1 % of the mass)", axis="number of clusters"),
     Column("G2_scheme", "mesh: the scheme's own metric slope (edge fluxes), the G^2 of the paper-form balance edi_paper", energy=True),
     Column("int_G2_scheme", "mesh: time integral of G2_scheme", energy=True),
     Column("atom_mass", "mesh: mass carried by point masses (collapsed clusters, solver.atoms)"),
-    Column("l1_hist", "L1 distance between the density and the smoothed token histogram", compare=False),
-    Column("w1_sliced", "sliced spherical 1-Wasserstein distance between density and tokens", "rad", compare=False),
-    Column("w1_exact", "1-Wasserstein distance between density and tokens (geodesic cost)", "rad", compare=False),
+    Column("l1_hist", "L1 distance between the density and the smoothed token histogram", compare=False,
+           symbol=r"$L^1$ to the token histogram (vMF kernel; $\in[0, 2]$)"),
+    Column("w1_sliced", "sliced spherical 1-Wasserstein distance between density and tokens", "rad", compare=False,
+           symbol=r"sliced spherical $W_1$ (random great circles; rad)"),
+    Column("w1_exact", "1-Wasserstein distance between density and tokens (geodesic cost)", "rad", compare=False,
+           symbol=r"exact $W_1$ (geodesic cost, network simplex; rad)"),
 )
 
+#: The solvers of a single run, the values of ``run.solver`` (a run's kind, with the Monte-Carlo
+#: folder of :data:`spherepde.runs.runfolder.RUN_KINDS`): the one list of them.
 SOLVERS = ("particles", "mesh", "both")
+
+#: The solvers whose runs hold a density on a mesh, and those whose runs hold tokens.
+MESH_SOLVERS = ("mesh", "both")
+TOKEN_SOLVERS = ("particles", "both")
 
 #: The energy-based columns of every solver, in their order (NaN for general heads).
 ENERGY_COLUMNS = ("energy", "dEdt_partial", "martingale", "transport", "G2", "int_dEdt", "int_transport", "int_G2", "edi_paper", "edi_exact")
+
+#: The headline columns, in their order: shown first by a run's final values, ``spherepde
+#: compare``'s table and a sweep's results (every solver writes them).
+HEADLINE_COLUMNS = ("energy", "G2", "edi_paper", "edi_exact", "mean_resultant")
+
+#: The mesh's headline columns after :data:`HEADLINE_COLUMNS` (a run's final values).
+MESH_HEADLINE_COLUMNS = ("mass", "rho_min")
 
 _COMMON = ("t", "step") + ENERGY_COLUMNS + ("mean_resultant",)
 
@@ -104,7 +132,7 @@ MESH_COLUMNS = _COMMON + ("G2_scheme", "int_G2_scheme", "n_clusters", "atom_mass
 PARTICLE_PREFIX = "p_"
 
 #: The particle columns a ``both`` run records for its tokens (with :data:`PARTICLE_PREFIX`), in order.
-TOKEN_COLUMNS = ("energy", "G2", "edi_paper", "edi_exact", "mean_resultant", "n_clusters")
+TOKEN_COLUMNS = HEADLINE_COLUMNS + ("n_clusters",)
 
 #: ``output.distances`` setting -> the distance columns a ``both`` run records, in order.
 DISTANCE_MODES = {"none": (), "cheap": ("l1_hist", "w1_sliced"), "all": ("l1_hist", "w1_sliced", "w1_exact")}
@@ -118,7 +146,7 @@ LEGACY_COLUMNS = ("w_sphere", "w_exact")
 
 
 def _token(c: Column) -> Column:
-    return Column(PARTICLE_PREFIX + c.name, "tokens: " + c.long_name, c.units, c.energy, c.compare)
+    return Column(PARTICLE_PREFIX + c.name, "tokens: " + c.long_name, c.units, c.energy, c.compare, c.symbol, c.axis)
 
 
 _BY_NAME = {c.name: c for c in _QUANTITIES}

@@ -44,18 +44,26 @@ from pathlib import Path
 import numpy as np
 
 from spherepde._base import atomic_write_text, load_arrays
-from spherepde.model.columns import compared, distance_columns, is_token_column
+from spherepde.model.columns import HEADLINE_COLUMNS, compared, distance_columns, is_token_column
 from spherepde.model.statistics import time_average
-from spherepde.runs.runfolder import DiagnosticsError, RunFolder, check_recorded, read_diagnostics, run_config, run_kind
+from spherepde.runs.runfolder import (
+    DIAGNOSTICS_FILE,
+    MC_TABLES,
+    MONTE_CARLO,
+    WEIGHTS_FILE,
+    DiagnosticsError,
+    RunFolder,
+    check_recorded,
+    read_diagnostics,
+    run_config,
+    run_kind,
+)
 
 __all__ = ["CompareError", "CompareResult", "Comparison", "comparison", "write_tables", "file_stem", "check_dpi", "DPI_RANGE", "MAX_PIXELS", "check_weight_paths", "default_out"]
 
 log = logging.getLogger(__name__)
 
 _TIME_TOL = 1e-9
-
-#: Columns shown first in the table (the quantities of the figures).
-_FIRST = ("energy", "G2", "edi_paper", "edi_exact", "mean_resultant")
 
 
 class CompareError(ValueError):
@@ -86,9 +94,9 @@ def _fmt(x: float) -> str:
 
 
 def _weight_files(folder: Path, kind: str) -> list[Path]:
-    if kind == "montecarlo":
-        return [p / "weights.npz" for p in RunFolder(folder).monte_carlo_paths()]
-    return [folder / "weights.npz"]
+    if kind == MONTE_CARLO:
+        return [p / WEIGHTS_FILE for p in RunFolder(folder).monte_carlo_paths()]
+    return [folder / WEIGHTS_FILE]
 
 
 def _read_path(file: Path) -> dict:
@@ -337,11 +345,11 @@ def _check_parts(folder: Path) -> None:
 
 def _check_folder(folder: Path, kind: str) -> None:
     """The diagnostics tables compare reads, checked before anything is read or written."""
-    if kind == "montecarlo":
-        files = [p / "diagnostics.csv" for p in RunFolder(folder).monte_carlo_paths() if (p / "diagnostics.csv").is_file()]
-        files += [folder / f"diagnostics_{q}.csv" for q in ("mean", "std", "q05", "q95") if (folder / f"diagnostics_{q}.csv").is_file()]
+    if kind == MONTE_CARLO:
+        files = [p / DIAGNOSTICS_FILE for p in RunFolder(folder).monte_carlo_paths() if (p / DIAGNOSTICS_FILE).is_file()]
+        files += [folder / name for name in MC_TABLES.values() if (folder / name).is_file()]
     else:
-        files = [folder / "diagnostics.csv"] if (folder / "diagnostics.csv").is_file() else []
+        files = [folder / DIAGNOSTICS_FILE] if (folder / DIAGNOSTICS_FILE).is_file() else []
     for f in files:
         _check_diagnostics(f)
 
@@ -448,7 +456,7 @@ def comparison(folders, out=None, *, force: bool = False, dpi: int = 150) -> Com
         log.info("%s", alignment["note"])
     ref = tracks[0]
     shared = [c for c in _columns(ref) if all(c in _columns(tr) for tr in tracks[1:])]
-    shared = [c for _, c in sorted(enumerate(shared), key=lambda ic: (_FIRST.index(ic[1]) if ic[1] in _FIRST else len(_FIRST), ic[0]))]
+    shared = [c for _, c in sorted(enumerate(shared), key=lambda ic: (HEADLINE_COLUMNS.index(ic[1]) if ic[1] in HEADLINE_COLUMNS else len(HEADLINE_COLUMNS), ic[0]))]
     if not shared:
         raise CompareError("the runs share no diagnostics column to compare")
     ref_vals = {c: _on_grid(ref, c, tgrid, index[0]) for c in shared}

@@ -24,6 +24,7 @@ from typing import Any
 
 from spherepde._base import ConfigError, available_memory, format_bytes, load_arrays
 from spherepde.attention.sums import SUMMATION_MODES
+from spherepde.model.columns import SOLVERS
 from spherepde.model.weights import PROCESSES, configurable_processes
 from spherepde.solvers.integrators import OptionError, get_stepper, integrator_names
 
@@ -55,7 +56,7 @@ def _fl(default, doc, **checks):
 
 @dataclass(frozen=True)
 class RunSection:
-    solver: str = _f("mesh", "which solver: 'particles' (tokens), 'mesh' (finite-volume density) or 'both' (mesh + tokens sampled from it, same weight path)", choices=("particles", "mesh", "both"))
+    solver: str = _f("mesh", "which solver: 'particles' (tokens), 'mesh' (finite-volume density) or 'both' (mesh + tokens sampled from it, same weight path)", choices=SOLVERS)
     name: str = _f("", "run folder name inside 'out' (empty: <solver>-<process>-H<H>-seed<seed>)")
     out: str = _f("runs", "parent folder for run folders")
 
@@ -687,7 +688,7 @@ MESH_BYTES_PER_CELL = (1024, 256)
 TOKEN_BYTES = (32 * 8, 16 * 8)
 
 
-#: Worst case of the recorded cluster count (model.energy.cluster_count): scipy lists every
+#: Worst case of the recorded cluster count (model.clusters.weighted_clusters): scipy lists every
 #: pair of tokens closer than the linkage radius, ~28 bytes per n^2 once all tokens gather.
 CLUSTER_BYTES_PER_PAIR = 28
 

@@ -35,6 +35,13 @@ import numpy as np
 from spherepde._base import atomic_file, load_arrays, one_line
 from spherepde.model.columns import attributes as column_attributes
 from spherepde.runs.runfolder import (
+    CONFIG_FILE,
+    DIAGNOSTICS_FILE,
+    MESH_FILE,
+    MONTE_CARLO,
+    SNAPSHOTS_FILE,
+    SUMMARY_FILE,
+    WEIGHTS_FILE,
     DiagnosticsError,
     NotARunFolderError,
     RunFolder,
@@ -92,19 +99,19 @@ def check_whole_run(folder: Path) -> None:
     naming the first missing or damaged file."""
     import tomllib
 
-    folders = RunFolder(folder).monte_carlo_paths() if run_kind(folder) == "montecarlo" else [folder]
+    folders = RunFolder(folder).monte_carlo_paths() if run_kind(folder) == MONTE_CARLO else [folder]
     for f in folders:
-        for name in ("config.toml", "diagnostics.csv", "weights.npz"):
+        for name in (CONFIG_FILE, DIAGNOSTICS_FILE, WEIGHTS_FILE):
             if not (f / name).is_file():
                 raise RunFileError(f"{f / name} is missing; the run folder is damaged and cannot be exported whole")
         try:
-            cfg = tomllib.loads((f / "config.toml").read_text())
+            cfg = tomllib.loads((f / CONFIG_FILE).read_text())
         except (OSError, ValueError, UnicodeDecodeError) as exc:
             raise RunFileError(f"{f / 'config.toml'} cannot be read ({one_line(exc)}); the run folder is damaged") from None
         missing = sorted(_config_sections() - set(cfg))
         if missing:
             raise RunFileError(f"{f / 'config.toml'} lacks the section(s) {', '.join(missing)} every run writes (cut short?); the run folder is damaged")
-        path = f / "diagnostics.csv"
+        path = f / DIAGNOSTICS_FILE
         try:
             check_recorded(path, read_diagnostics(path))
         except DiagnosticsError as exc:
@@ -143,7 +150,7 @@ def _check_text_parts(folder: Path) -> None:
     """config.toml and summary.json, where present, must parse (RunFileError naming the file)."""
     import tomllib
 
-    for name, parse in (("config.toml", tomllib.loads), ("summary.json", json.loads)):
+    for name, parse in ((CONFIG_FILE, tomllib.loads), (SUMMARY_FILE, json.loads)):
         p = folder / name
         if not (p.exists() or p.is_symlink()):
             continue
@@ -156,10 +163,10 @@ def _check_text_parts(folder: Path) -> None:
 def _check_parts(folder: Path, kind: str) -> bool:
     """Check every array file of a run folder before anything is read or written; a mesh
     run's snapshots need its mesh.npz. Returns whether the run has snapshots."""
-    snaps = folder / "snapshots.npz"
+    snaps = folder / SNAPSHOTS_FILE
     parts = [snaps] if snaps.exists() or snaps.is_symlink() else RunFolder(folder).snapshot_files()
     has_snapshots = bool(parts)
-    for name in ("mesh.npz", "weights.npz"):
+    for name in (MESH_FILE, WEIGHTS_FILE):
         if (folder / name).exists():
             parts.append(folder / name)
     for p in parts:
@@ -167,7 +174,7 @@ def _check_parts(folder: Path, kind: str) -> bool:
             raise RunFileError(f"{p} is not a file; the run folder is damaged")
         check_npz(p)
     _check_text_parts(folder)
-    if has_snapshots and kind == "mesh" and not (folder / "mesh.npz").is_file():
+    if has_snapshots and kind == "mesh" and not (folder / MESH_FILE).is_file():
         raise RunFileError(f"{folder / 'mesh.npz'} is missing: a mesh run's densities cannot be placed without it; the run folder is damaged")
     return has_snapshots
 
@@ -176,7 +183,7 @@ def diagnostics_frame(run_dir):
     """A run's ``diagnostics.csv`` as a :class:`pandas.DataFrame` indexed by the record time ``t``."""
     import pandas as pd
 
-    path = Path(run_dir) / "diagnostics.csv"
+    path = Path(run_dir) / DIAGNOSTICS_FILE
     if not path.is_file():
         raise FileNotFoundError(f"{run_dir}: no diagnostics.csv (is this a run folder?)")
     return pd.DataFrame(read_diagnostics(path)).set_index("t", drop=False)
@@ -192,7 +199,7 @@ def _flat_config(cfg: dict) -> dict:
 
 
 def _weights(folder: Path) -> dict:
-    p = folder / "weights.npz"
+    p = folder / WEIGHTS_FILE
     if not p.is_file():
         return {}
     from spherepde.model.weights import WeightPath
@@ -219,7 +226,7 @@ def check_run_parts(run_dir) -> None:
     folder = Path(run_dir)
     _check_text_parts(folder)  # before run_kind reads config.toml
     kind = run_kind(folder)
-    for f in RunFolder(folder).monte_carlo_paths() if kind == "montecarlo" else [folder]:
+    for f in RunFolder(folder).monte_carlo_paths() if kind == MONTE_CARLO else [folder]:
         if f is not folder:
             _check_text_parts(f)
         _check_parts(f, run_kind(f) if f is not folder else kind)
@@ -230,7 +237,7 @@ def _open_single(folder: Path):
     data_vars, coords, attrs = {}, {}, {}
     kind = run_kind(folder)
     snaps = None
-    if (folder / "snapshots.npz").exists() or RunFolder(folder).snapshot_files():  # checked by open_run (check_run_parts)
+    if (folder / SNAPSHOTS_FILE).exists() or RunFolder(folder).snapshot_files():  # checked by open_run (check_run_parts)
         try:
             snaps = load_snapshots(folder)
         except (OSError, ValueError, KeyError) as exc:  # read by the checks above: a content problem (shapes, keys)
@@ -247,7 +254,7 @@ def _open_single(folder: Path):
             data_vars["cell_area"] = ("cell", np.asarray(mesh.areas, float), {"long_name": "area of the spherical-triangle cell", "units": "sr"})
         if snaps.X is not None:
             data_vars["x"] = (("time", "token", "xyz"), snaps.X, {"long_name": "token positions on the unit sphere", "units": _DIMLESS})
-    diag = _read_csv(folder / "diagnostics.csv")
+    diag = _read_csv(folder / DIAGNOSTICS_FILE)
     if diag:
         coords["time_diag"] = ("time_diag", diag["t"], {"long_name": "time of the diagnostics record", "units": _DIMLESS})
         for col, values in diag.items():
@@ -263,9 +270,9 @@ def _open_single(folder: Path):
     cfg = run_config(folder)
     attrs.update(_flat_config(cfg))
     summary = {}
-    if (folder / "summary.json").is_file():
+    if (folder / SUMMARY_FILE).is_file():
         try:
-            summary = json.loads((folder / "summary.json").read_text())
+            summary = json.loads((folder / SUMMARY_FILE).read_text())
         except (OSError, ValueError):
             summary = {}
     for k, v in (summary.get("versions") or {}).items():
@@ -278,8 +285,8 @@ def _open_single(folder: Path):
         "run_status": str(summary.get("status", "unknown")),
         "run_folder": str(folder),
     })
-    if (folder / "config.toml").is_file():
-        attrs["config_toml"] = (folder / "config.toml").read_text()
+    if (folder / CONFIG_FILE).is_file():
+        attrs["config_toml"] = (folder / CONFIG_FILE).read_text()
     if not data_vars:
         raise NotARunFolderError(f"{folder}: no diagnostics, snapshots or weights to read; is this a spherepde run folder?")
     return xr.Dataset(data_vars, coords=coords, attrs=attrs)
@@ -296,14 +303,14 @@ def open_run(run_dir):
     if not folder.is_dir():
         raise FileNotFoundError(f"{folder}: no such run folder")
     check_run_parts(folder)  # every part of the run (and of its paths) before anything is read
-    if run_kind(folder) == "montecarlo":
+    if run_kind(folder) == MONTE_CARLO:
         paths = RunFolder(folder).monte_carlo_paths()
         if not paths:
             raise NotARunFolderError(f"{folder}: a Monte-Carlo folder without path-NNN runs")
         sets = [_open_single(p) for p in paths]
         ds = xr.concat(sets, dim="path", data_vars="different", coords="different", compat="equals", join="outer", combine_attrs="drop_conflicts")
         ds = ds.assign_coords(path=("path", [p.name for p in paths]))
-        ds.attrs.update({"title": f"spherepde Monte-Carlo runs {folder.name}", "run_kind": "montecarlo", "run_folder": str(folder)})
+        ds.attrs.update({"title": f"spherepde Monte-Carlo runs {folder.name}", "run_kind": MONTE_CARLO, "run_folder": str(folder)})
         return ds
     return _open_single(folder)
 
@@ -369,7 +376,7 @@ def _with_mesh_topology(ds, folder: Path):
     if "rho" not in ds or "cell" not in ds.dims:
         return ds
     paths = [folder] + RunFolder(folder).monte_carlo_paths()
-    mesh_file = next((p / "mesh.npz" for p in paths if (p / "mesh.npz").is_file()), None)
+    mesh_file = next((p / MESH_FILE for p in paths if (p / MESH_FILE).is_file()), None)
     if mesh_file is None:
         return ds
     from spherepde.geometry.mesh import SphereMesh
@@ -413,7 +420,7 @@ def export_netcdf(run_dir, target, *, force: bool = False) -> Path:
         raise FileNotFoundError(f"{target.parent}: no such folder for the NetCDF file")
     if not os.access(target.parent, os.W_OK | os.X_OK):
         raise PermissionError(f"cannot write {target}: the folder {target.parent} is not writable; choose another file")
-    if (folder / "results.csv").is_file() and not (folder / "diagnostics.csv").is_file():
+    if (folder / "results.csv").is_file() and not (folder / DIAGNOSTICS_FILE).is_file():
         ds = open_sweep(folder)
     else:
         if folder.is_dir():

@@ -10,7 +10,6 @@ Monte-Carlo sits above the single run (:mod:`spherepde.runs.runner`), which neve
 
 from __future__ import annotations
 
-import csv
 import json
 import logging
 import math
@@ -20,7 +19,20 @@ import numpy as np
 
 from spherepde._base import atomic_write_text, one_line
 from spherepde.runs.config import Config, config_to_toml
-from spherepde.runs.runfolder import MARKER, RunFolder, RunFolderError, check_run_target, read_diagnostics, writing
+from spherepde.runs.runfolder import (
+    CONFIG_FILE,
+    DIAGNOSTICS_FILE,
+    MARKER,
+    MC_TABLES,
+    MONTE_CARLO,
+    SUMMARY_FILE,
+    RunFolder,
+    RunFolderError,
+    check_run_target,
+    read_diagnostics,
+    write_diagnostics_table,
+    writing,
+)
 from spherepde.runs.runner import (
     RunAborted,
     RunFailedError,
@@ -62,7 +74,7 @@ def monte_carlo(cfg: Config, *, paths: int | None = None, out=None, force: bool 
         path0 = build_weight_path(cfg)
         build_solver(cfg, path0, mesh=build_mesh(cfg) if cfg.run.solver in ("mesh", "both") else None)
     del path0
-    rf.create(cfg, kind="monte-carlo", replace=exists, force=force)
+    rf.create(cfg, kind=MONTE_CARLO, replace=exists, force=force)
     return _mc_execute(cfg, folder, paths, lock=rf.lock, progress=progress, resuming=False)
 
 
@@ -70,19 +82,19 @@ def _mc_execute(cfg: Config, folder: Path, paths: int, *, lock, progress, resumi
     try:
         try:
             if not resuming:
-                with writing(folder / "config.toml"):
-                    atomic_write_text(folder / "config.toml", config_to_toml(cfg))
+                with writing(folder / CONFIG_FILE):
+                    atomic_write_text(folder / CONFIG_FILE, config_to_toml(cfg))
                 _write_mc_summary(folder, cfg, paths, "running")
             return _monte_carlo_paths(cfg, folder, paths, progress=progress, resuming=resuming)
         except KeyboardInterrupt as exc:
-            best_effort("summary.json", _write_mc_summary, folder, cfg, paths, "interrupted")
+            best_effort(SUMMARY_FILE, _write_mc_summary, folder, cfg, paths, "interrupted")
             raise RunAborted(folder) from exc
         except RunFailedError as exc:
-            best_effort("summary.json", _write_mc_summary, folder, cfg, paths, "failed", {"error": str(exc)})
+            best_effort(SUMMARY_FILE, _write_mc_summary, folder, cfg, paths, "failed", {"error": str(exc)})
             raise
         except Exception as exc:
             msg = failure_message(exc, folder)
-            best_effort("summary.json", _write_mc_summary, folder, cfg, paths, "failed", {"error": msg})
+            best_effort(SUMMARY_FILE, _write_mc_summary, folder, cfg, paths, "failed", {"error": msg})
             raise RunFailedError(msg, folder) from exc
     finally:
         lock.release()
@@ -97,8 +109,8 @@ def _write_mc_summary(folder: Path, cfg: Config, paths: int, status: str, extra:
     if status != "completed":
         summary["resume_command"] = f"spherepde resume {folder}"
     summary.update(extra or {})
-    with writing(folder / "summary.json"):
-        atomic_write_text(folder / "summary.json", json.dumps(summary, indent=2, default=lambda x: None))
+    with writing(folder / SUMMARY_FILE):
+        atomic_write_text(folder / SUMMARY_FILE, json.dumps(summary, indent=2, default=lambda x: None))
 
 
 class _PathInterruptedAsInfo(logging.Filter):
@@ -128,8 +140,8 @@ def _monte_carlo_paths_logged(cfg: Config, folder: Path, paths: int, *, progress
         rf = RunFolder(sub)
         status = rf.read_summary().get("status") if resuming else None
         if status == "completed":
-            res = RunResult(sub, "completed", read_diagnostics(sub / "diagnostics.csv", malformed="raise"))
-        elif resuming and (sub / "config.toml").is_file() and ((sub / MARKER).is_file() or rf.has_checkpoint()):
+            res = RunResult(sub, "completed", read_diagnostics(sub / DIAGNOSTICS_FILE, malformed="raise"))
+        elif resuming and (sub / CONFIG_FILE).is_file() and ((sub / MARKER).is_file() or rf.has_checkpoint()):
             res = resume_run(sub, progress=progress)
         else:
             res = run(cfg, out=sub, force=resuming, progress=progress, seed=seed)
@@ -143,12 +155,8 @@ def _monte_carlo_paths_logged(cfg: Config, folder: Path, paths: int, *, progress
     mean = {c: stack[c].mean(axis=0) for c in cols}
     std = {c: stack[c].std(axis=0, ddof=1) if paths > 1 else np.zeros_like(mean[c]) for c in cols}
     q05, q95 = ({c: np.quantile(stack[c], q, axis=0) for c in cols} for q in (0.05, 0.95))  # the 5-95 % band of the plots
-    for name, table in (("diagnostics_mean.csv", mean), ("diagnostics_std.csv", std), ("diagnostics_q05.csv", q05), ("diagnostics_q95.csv", q95)):
-        with writing(folder / name), open(folder / name, "w", newline="") as fh:
-            w = csv.writer(fh)
-            w.writerow(cols)
-            for k in range(len(table["t"])):
-                w.writerow([repr(float(table[c][k])) for c in cols])
+    for q, table in (("mean", mean), ("std", std), ("q05", q05), ("q95", q95)):
+        write_diagnostics_table(folder / MC_TABLES[q], table)
     def finite(x) -> float | None:
         return float(x) if math.isfinite(x) else None
 
@@ -180,7 +188,7 @@ def resume(folder, *, progress: bool | None = None, overrides: dict | None = Non
     :func:`spherepde.runs.runner.resume` (which documents ``overrides`` and ``force``).
     """
     folder = Path(folder)
-    if folder.is_dir() and (folder / "config.toml").exists():
+    if folder.is_dir() and (folder / CONFIG_FILE).exists():
         rf = RunFolder(folder)
         rf.check_layout()
         summary = rf.read_summary()

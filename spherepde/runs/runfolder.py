@@ -42,13 +42,15 @@ from typing import NamedTuple
 import numpy as np
 
 from spherepde._base import __version__, atomic_savez, atomic_write_text, load_arrays, one_line
+from spherepde.model.columns import MESH_SOLVERS, SOLVERS, TOKEN_SOLVERS
 from spherepde.runs.config import Config, config_to_toml, load_config
 from spherepde.runs.files import FolderLock
 
 log = logging.getLogger(__name__)
 
 __all__ = [
-    "MARKER", "LOCK_FILE", "MARKER_KINDS", "VTK_RESERVE_BYTES", "RUN_KINDS", "CONDITIONS", "LayoutEntry", "LAYOUT",
+    "MARKER", "LOCK_FILE", "MONTE_CARLO", "CONFIG_FILE", "SUMMARY_FILE", "DIAGNOSTICS_FILE", "WEIGHTS_FILE", "MESH_FILE", "SNAPSHOTS_FILE",
+    "LOG_FILE", "CHECKPOINT_FILE", "MC_TABLES", "DiagnosticsWriter", "write_diagnostics_table", "MARKER_KINDS", "VTK_RESERVE_BYTES", "RUN_KINDS", "CONDITIONS", "LayoutEntry", "LAYOUT",
     "RunExistsError", "RunLockedError", "RunFolderError", "NotARunFolderError", "DiagnosticsError", "MALFORMED",
     "RunFolder", "RunSnapshots", "read_diagnostics", "check_recorded", "run_config", "run_kind", "load_snapshots",
     "check_run_target", "check_state_values", "marker_problem", "state_scalars", "writing", "run_folder_above",
@@ -64,8 +66,27 @@ MARKER = ".spherepde-run"
 LOCK_FILE = "run.lock"
 
 
-#: The kinds of folder a marker names (:meth:`RunFolder.write_marker`).
-MARKER_KINDS = ("run", "monte-carlo")
+#: The files of a run folder, each name spelled once here (:data:`LAYOUT` says what they hold).
+CONFIG_FILE = "config.toml"
+SUMMARY_FILE = "summary.json"
+DIAGNOSTICS_FILE = "diagnostics.csv"
+WEIGHTS_FILE = "weights.npz"
+MESH_FILE = "mesh.npz"
+SNAPSHOTS_FILE = "snapshots.npz"
+LOG_FILE = "run.log"
+CHECKPOINT_FILE = "checkpoint.npz"
+
+
+#: The tables of a Monte-Carlo folder: statistic over the paths -> file name.
+MC_TABLES = {q: f"diagnostics_{q}.csv" for q in ("mean", "std", "q05", "q95")}
+
+
+#: A Monte-Carlo folder's kind: the word its marker, :data:`LAYOUT` and :func:`run_kind` use.
+MONTE_CARLO = "monte-carlo"
+
+
+#: The kinds of folder a marker names (:meth:`RunFolder.write_marker`): a single run, or Monte-Carlo.
+MARKER_KINDS = ("run", MONTE_CARLO)
 
 
 #: Free space kept in reserve when writing a VTK snapshot (VTK's writers do not survive a full disk).
@@ -73,9 +94,10 @@ VTK_RESERVE_BYTES = 1 << 20
 
 
 # ====================================================================================== layout
-#: The kinds of run that write into folders: the three solvers (``run.solver``) of a single
-#: run, and a Monte-Carlo folder (whose ``path-NNN`` folders are single runs).
-RUN_KINDS = ("particles", "mesh", "both", "monte-carlo")
+#: The kinds of run that write into folders: the solvers (``run.solver``,
+#: :data:`spherepde.model.columns.SOLVERS`) of a single run, and a Monte-Carlo folder (whose
+#: ``path-NNN`` folders are single runs).
+RUN_KINDS = (*SOLVERS, MONTE_CARLO)
 
 
 #: When a :data:`LAYOUT` entry exists (an entry without conditions exists from the run's
@@ -106,9 +128,9 @@ class LayoutEntry(NamedTuple):
         return self.path.rstrip("/")
 
 
-_RUNS = ("particles", "mesh", "both")
-_MESH = ("mesh", "both")
-_TOKENS = ("particles", "both")
+_RUNS = SOLVERS
+_MESH = MESH_SOLVERS
+_TOKENS = TOKEN_SOLVERS
 _ALL = RUN_KINDS
 
 
@@ -116,26 +138,26 @@ _ALL = RUN_KINDS
 #: run that write it, when, one line). A folder ``OUT/path-NNN`` of a Monte-Carlo run is a
 #: run folder of its own. The NetCDF export writes nothing into run folders.
 LAYOUT: tuple[LayoutEntry, ...] = (
-    LayoutEntry("config.toml", _ALL, (), "the resolved configuration, every key (a new run starts from it)"),
-    LayoutEntry("summary.json", _ALL, (), "status, versions, seed(s), wall time, final diagnostics (Monte-Carlo: their mean and std)"),
-    LayoutEntry("diagnostics.csv", _RUNS, (), "one row of diagnostics per record (the columns of the solver)"),
-    LayoutEntry("weights.npz", _RUNS, (), "the weight path Theta_t that drives the run"),
-    LayoutEntry("mesh.npz", _MESH, (), "the sphere mesh the cell densities live on"),
+    LayoutEntry(CONFIG_FILE, _ALL, (), "the resolved configuration, every key (a new run starts from it)"),
+    LayoutEntry(SUMMARY_FILE, _ALL, (), "status, versions, seed(s), wall time, final diagnostics (Monte-Carlo: their mean and std)"),
+    LayoutEntry(DIAGNOSTICS_FILE, _RUNS, (), "one row of diagnostics per record (the columns of the solver)"),
+    LayoutEntry(WEIGHTS_FILE, _RUNS, (), "the weight path Theta_t that drives the run"),
+    LayoutEntry(MESH_FILE, _MESH, (), "the sphere mesh the cell densities live on"),
     LayoutEntry("snapshots/", _RUNS, (), "snapshots/NNNNNN.npz: time t with tokens X and/or cell densities rho, one per output.snapshot_dt"),
-    LayoutEntry("snapshots.npz", _RUNS, ("completed",), "every snapshot gathered: t (S,), X (S, n, d) and/or rho (S, n_cells)"),
+    LayoutEntry(SNAPSHOTS_FILE, _RUNS, ("completed",), "every snapshot gathered: t (S,), X (S, n, d) and/or rho (S, n_cells)"),
     LayoutEntry("vtk/", _RUNS, ("output.vtk",), "vtk/density_NNNNNN.vtp (mesh, both) and vtk/tokens_NNNNNN.vtp (particles, both) for ParaView"),
     LayoutEntry("density.pvd", _MESH, ("output.vtk", "completed"), "the ParaView time series of vtk/density_NNNNNN.vtp"),
     LayoutEntry("tokens.pvd", _TOKENS, ("output.vtk", "completed"), "the ParaView time series of vtk/tokens_NNNNNN.vtp"),
-    LayoutEntry("checkpoint.npz", _RUNS, (), "the solver's state at the last checkpoint (resume continues from it)"),
+    LayoutEntry(CHECKPOINT_FILE, _RUNS, (), "the solver's state at the last checkpoint (resume continues from it)"),
     LayoutEntry("checkpoint.prev.npz", _RUNS, ("two checkpoints",), "the checkpoint before it (used when checkpoint.npz is damaged)"),
-    LayoutEntry("run.log", _RUNS, (), "the run's log, and the traceback of a failed run"),
+    LayoutEntry(LOG_FILE, _RUNS, (), "the run's log, and the traceback of a failed run"),
     LayoutEntry(MARKER, _ALL, (), "the marker: spherepde version, folder kind (run or monte-carlo), creator, the config.toml written at the start"),
     LayoutEntry(LOCK_FILE, _ALL, ("while writing",), "the lock: pid and host of the process writing into the folder"),
-    LayoutEntry("diagnostics_mean.csv", ("monte-carlo",), ("completed",), "the mean of every diagnostic over the paths, per record"),
-    LayoutEntry("diagnostics_std.csv", ("monte-carlo",), ("completed",), "their standard deviation over the paths (ddof = 1)"),
-    LayoutEntry("diagnostics_q05.csv", ("monte-carlo",), ("completed",), "their 5 % quantile over the paths"),
-    LayoutEntry("diagnostics_q95.csv", ("monte-carlo",), ("completed",), "their 95 % quantile over the paths"),
-    LayoutEntry("path-NNN/", ("monte-carlo",), (), "the run folder of path NNN (seed weights.seed + NNN)"),
+    LayoutEntry(MC_TABLES["mean"], (MONTE_CARLO,), ("completed",), "the mean of every diagnostic over the paths, per record"),
+    LayoutEntry(MC_TABLES["std"], (MONTE_CARLO,), ("completed",), "their standard deviation over the paths (ddof = 1)"),
+    LayoutEntry(MC_TABLES["q05"], (MONTE_CARLO,), ("completed",), "their 5 % quantile over the paths"),
+    LayoutEntry(MC_TABLES["q95"], (MONTE_CARLO,), ("completed",), "their 95 % quantile over the paths"),
+    LayoutEntry("path-NNN/", (MONTE_CARLO,), (), "the run folder of path NNN (seed weights.seed + NNN)"),
     LayoutEntry("figures/", _RUNS, ("plot or render",), "the figures and renderings of the run"),
 )
 
@@ -245,10 +267,10 @@ def check_recorded(path, table: dict) -> None:
     still writing, or a folder without a readable summary, is not checked)."""
     path = Path(path)
     try:
-        summary = json.loads((path.parent / "summary.json").read_text())
+        summary = json.loads((path.parent / SUMMARY_FILE).read_text())
     except (OSError, ValueError):
         return
-    if not isinstance(summary, dict) or summary.get("status") != "completed" or path.name != "diagnostics.csv":
+    if not isinstance(summary, dict) or summary.get("status") != "completed" or path.name != DIAGNOSTICS_FILE:
         return
     expected = summary.get("records")
     if isinstance(expected, int) and not isinstance(expected, bool):
@@ -256,6 +278,57 @@ def check_recorded(path, table: dict) -> None:
         if n < expected:
             raise DiagnosticsError(f"{path} holds {n} complete rows, but the completed run recorded {expected} (summary.json): "
                                    "the file was cut short; the run folder is damaged")
+
+
+class DiagnosticsWriter:
+    """The one writer of diagnostics tables (``diagnostics.csv``, a Monte-Carlo folder's
+    :data:`MC_TABLES`), read back by :func:`read_diagnostics`.
+
+    ``with DiagnosticsWriter(path) as w: w.write(row)`` appends rows to ``path`` (``mode="w"``:
+    starts it afresh). The columns are those of the first row written (later rows are written
+    in that order); the header goes first when the file is empty. Every value is written as
+    ``repr(float(value))``, so reading it back gives the same float bit for bit; each row is
+    flushed at once. An OSError while writing names the file.
+    """
+
+    def __init__(self, path, *, mode: str = "a"):
+        self.path = Path(path)
+        self.mode = mode
+        self.columns: list[str] | None = None
+        self._fh = None
+        self._writer = None
+
+    def __enter__(self) -> DiagnosticsWriter:
+        self._fh = open(self.path, self.mode, newline="")
+        self._writer = csv.writer(self._fh)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._fh.close()
+
+    def start(self, columns) -> None:
+        """Fix the columns; the header goes first when the file is empty."""
+        self.columns = list(columns)
+        with writing(self.path):
+            if self._fh.tell() == 0:
+                self._writer.writerow(self.columns)
+
+    def write(self, row: dict) -> None:
+        """Append one row ``{column: value}`` (the first fixes the columns, :meth:`start`)."""
+        if self.columns is None:
+            self.start(row)
+        with writing(self.path):
+            self._writer.writerow([repr(float(row[c])) for c in self.columns])
+            self._fh.flush()
+
+
+def write_diagnostics_table(path, table: dict) -> None:
+    """Write ``{column: array (k,)}`` (with a time column ``t``) as a diagnostics table of k rows
+    (:class:`DiagnosticsWriter`), replacing the file."""
+    with writing(path), DiagnosticsWriter(path, mode="w") as w:
+        w.start(table)
+        for k in range(len(table["t"])):
+            w.write({c: table[c][k] for c in w.columns})
 
 
 def _is_float(x: str) -> bool:
@@ -361,7 +434,7 @@ def check_run_target(out, folder: Path, cfg: Config) -> None:
                 continue
         except OSError:
             continue
-        own_path = p == where.parent and where.name.startswith("path-") and where.name[5:].isdigit() and RunFolder(p).marker_kind() == "monte-carlo"
+        own_path = p == where.parent and where.name.startswith("path-") and where.name[5:].isdigit() and RunFolder(p).marker_kind() == MONTE_CARLO
         if not own_path:
             raise RunFolderError(f"cannot create the run folder {folder}: it lies inside the run folder {p}, "
                                  "which only its own run writes into; choose another --out")
@@ -418,7 +491,7 @@ class RunFolder:
 
     def __init__(self, folder):
         self.folder = Path(folder)
-        self.csv = self.folder / "diagnostics.csv"
+        self.csv = self.folder / DIAGNOSTICS_FILE
         self.snapdir = self.folder / "snapshots"
         self.vtkdir = self.folder / "vtk"
         self.lock = FolderLock(self.folder, LOCK_FILE, error=RunLockedError, what="spherepde process", force_hint="--force")
@@ -578,7 +651,7 @@ class RunFolder:
         atomic_write_text(self.folder / MARKER, json.dumps(info, indent=1) + "\n")
 
     def marker_kind(self) -> str | None:
-        """The folder kind the marker names (``"run"`` or ``"monte-carlo"``), None without a readable marker."""
+        """The folder kind the marker names (``run`` or :data:`MONTE_CARLO`), None without a readable marker."""
         try:
             info = json.loads((self.folder / MARKER).read_text())
         except (OSError, ValueError, UnicodeDecodeError):
@@ -616,7 +689,7 @@ class RunFolder:
     def load_config(self) -> Config:
         """The folder's config.toml as a validated :class:`~spherepde.runs.config.Config` (damaged: RunFolderError)."""
         try:
-            return load_config(self.folder / "config.toml")
+            return load_config(self.folder / CONFIG_FILE)
         except (ValueError, OSError) as exc:  # ConfigError, UnicodeDecodeError, unreadable file
             raise self.damaged(f"config.toml cannot be read ({one_line(exc)})") from exc
 
@@ -637,7 +710,7 @@ class RunFolder:
         stored = info.get("config_toml") if isinstance(info, dict) else None
         if not isinstance(stored, str):
             return
-        current = (folder / "config.toml").read_text()
+        current = (folder / CONFIG_FILE).read_text()
         if current == stored:
             return
         try:
@@ -653,7 +726,7 @@ class RunFolder:
     def read_summary(self) -> dict:
         """summary.json as a dict (empty when missing or unreadable)."""
         try:
-            summary = json.loads((self.folder / "summary.json").read_text())
+            summary = json.loads((self.folder / SUMMARY_FILE).read_text())
         except (OSError, ValueError):
             return {}
         return summary if isinstance(summary, dict) else {}
@@ -669,7 +742,7 @@ class RunFolder:
             raise self.damaged(f"{name} cannot be read ({one_line(exc)})") from exc
 
     def kind(self) -> str:
-        """What the folder holds: ``"particles"``, ``"mesh"`` or ``"montecarlo"`` (:func:`run_kind`)."""
+        """What the folder holds: ``particles``, ``mesh`` or :data:`MONTE_CARLO` (:func:`run_kind`)."""
         return run_kind(self.folder)
 
     def monte_carlo_paths(self) -> list[Path]:
@@ -679,7 +752,7 @@ class RunFolder:
     # ------------------------------------------------------------------------- checkpoints
     def checkpoint_paths(self) -> tuple[Path, Path]:
         """``checkpoint.npz`` and ``checkpoint.prev.npz``."""
-        return self.folder / "checkpoint.npz", self.folder / "checkpoint.prev.npz"
+        return self.folder / CHECKPOINT_FILE, self.folder / "checkpoint.prev.npz"
 
     def has_checkpoint(self) -> bool:
         """Whether either checkpoint exists."""
@@ -762,8 +835,8 @@ class RunFolder:
                 for k in z.files:
                     if k != "t":
                         vals.setdefault(k, []).append(np.array(z[k]))
-        with writing(folder / "snapshots.npz"):
-            atomic_savez(folder / "snapshots.npz", t=np.array(ts), **{k: np.stack(v) for k, v in vals.items()})
+        with writing(folder / SNAPSHOTS_FILE):
+            atomic_savez(folder / SNAPSHOTS_FILE, t=np.array(ts), **{k: np.stack(v) for k, v in vals.items()})
         if "rho" in vals and cfg.output.vtk:
             from spherepde.geometry.vtk import write_pvd
 
@@ -807,7 +880,7 @@ class RunFolder:
     def clear_generated(self) -> None:
         """Remove what a run writes (not config.toml, the marker, run.log) before starting it again from t = 0."""
         folder = self.folder
-        for name in ("diagnostics.csv", "summary.json", "weights.npz", "mesh.npz", "snapshots.npz", "density.pvd", "tokens.pvd", "checkpoint.tmp.npz"):
+        for name in (DIAGNOSTICS_FILE, SUMMARY_FILE, WEIGHTS_FILE, MESH_FILE, SNAPSHOTS_FILE, "density.pvd", "tokens.pvd", "checkpoint.tmp.npz"):
             with writing(folder / name):
                 (folder / name).unlink(missing_ok=True)
         for sub, patterns in (("snapshots", ("[0-9]*.npz", ".*.tmp")), ("vtk", ("density_*.vtp", "tokens_*.vtp"))):
@@ -825,16 +898,16 @@ class RunFolder:
 # ================================================================================== reading
 def run_config(run_dir) -> dict:
     """The run folder's ``config.toml`` as a plain dict (empty if it is missing)."""
-    p = Path(run_dir) / "config.toml"
+    p = Path(run_dir) / CONFIG_FILE
     return _read_toml(p) if p.is_file() else {}
 
 
 def run_kind(run_dir) -> str:
-    """What a folder holds: ``"particles"``, ``"mesh"`` or ``"montecarlo"``.
+    """What a folder holds: ``"particles"``, ``"mesh"`` or :data:`MONTE_CARLO` (``monte-carlo``).
 
     A coupled run (``run.solver = "both"``) counts as a mesh run; its snapshots also
     hold the tokens ``X``, drawn over the density with ``particles=True``. (The marker's
-    folder kind, ``"run"`` or ``"monte-carlo"``, is :meth:`RunFolder.marker_kind`.)
+    folder kind, ``run`` or :data:`MONTE_CARLO`, is :meth:`RunFolder.marker_kind`.)
 
     Raises :class:`FileNotFoundError` for a missing folder and
     :class:`NotARunFolderError` for a folder that is no spherepde run folder.
@@ -843,16 +916,16 @@ def run_kind(run_dir) -> str:
     if not folder.is_dir():
         raise FileNotFoundError(f"run folder {folder} does not exist")
     rf = RunFolder(folder)
-    if (folder / "diagnostics_mean.csv").is_file() or rf.monte_carlo_paths():
-        return "montecarlo"
+    if (folder / MC_TABLES["mean"]).is_file() or rf.monte_carlo_paths():
+        return MONTE_CARLO
     solver = run_config(folder).get("run", {}).get("solver")
     if solver in ("particles", "mesh"):
         return solver
     if solver == "both":  # coupled mesh + tokens: a mesh run whose snapshots also hold X
         return "mesh"
-    if (folder / "mesh.npz").is_file():
+    if (folder / MESH_FILE).is_file():
         return "mesh"
-    snaps = folder / "snapshots.npz"
+    snaps = folder / SNAPSHOTS_FILE
     files = [snaps] if snaps.is_file() else rf.snapshot_files()[:1]
     if files:
         try:
@@ -860,7 +933,7 @@ def run_kind(run_dir) -> str:
                 return "mesh" if "rho" in z.files else "particles"
         except (OSError, ValueError, zipfile.BadZipFile):
             pass
-    if (folder / "diagnostics.csv").is_file():
+    if (folder / DIAGNOSTICS_FILE).is_file():
         return "particles"
     raise NotARunFolderError(
         f"{folder} is not a spherepde run folder: it has no config.toml, diagnostics.csv or snapshots "
@@ -925,15 +998,15 @@ def load_snapshots(run_dir, *, strict: bool = False) -> RunSnapshots:
     folder = Path(run_dir)
     rf = RunFolder(folder)
     kind = run_kind(folder)
-    if kind == "montecarlo":
+    if kind == MONTE_CARLO:
         paths = rf.monte_carlo_paths()
         hint = f", e.g. {paths[0]}" if paths else ""
         raise NotARunFolderError(f"{folder} is a Monte-Carlo folder; draw one of its path-NNN runs{hint}")
     arrays: dict[str, list] = {}
     complete = False
-    if (folder / "snapshots.npz").is_file():
+    if (folder / SNAPSHOTS_FILE).is_file():
         try:
-            with load_arrays(folder / "snapshots.npz") as z:
+            with load_arrays(folder / SNAPSHOTS_FILE) as z:
                 ts = np.atleast_1d(np.asarray(z["t"], float))
                 for key in z.files:  # every array is read, so a damaged or pickled one (any key) refuses the file
                     a = z[key]
@@ -941,7 +1014,7 @@ def load_snapshots(run_dir, *, strict: bool = False) -> RunSnapshots:
                         arrays[key] = list(np.asarray(a, float))
         except _READ_ERRORS as exc:
             if strict:
-                raise _unreadable(folder / "snapshots.npz", exc) from None
+                raise _unreadable(folder / SNAPSHOTS_FILE, exc) from None
             raise
         complete = True
     else:
@@ -978,7 +1051,7 @@ def load_snapshots(run_dir, *, strict: bool = False) -> RunSnapshots:
     if rho is not None:
         from spherepde.geometry.mesh import SphereMesh
 
-        mfile = folder / "mesh.npz"
+        mfile = folder / MESH_FILE
         if not mfile.is_file():
             raise FileNotFoundError(f"{folder}: mesh run without mesh.npz; cannot place the cell densities")
         try:

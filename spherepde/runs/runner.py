@@ -57,8 +57,14 @@ from spherepde.runs import interrupt as _interrupt
 from spherepde.runs.config import Config, config_to_toml
 from spherepde.runs.progress import ProgressBar
 from spherepde.runs.runfolder import (
+    CONFIG_FILE,
     LOCK_FILE,
+    LOG_FILE,
     MARKER,
+    MESH_FILE,
+    SUMMARY_FILE,
+    WEIGHTS_FILE,
+    DiagnosticsWriter,
     RunExistsError,
     RunFolder,
     RunFolderError,
@@ -68,6 +74,7 @@ from spherepde.runs.runfolder import (
     state_scalars,
     writing,
 )
+from spherepde.solvers.protocol import advance_through
 
 log = logging.getLogger(__name__)
 
@@ -354,7 +361,7 @@ class _SigintGuard:
 
 
 def _attach_log(folder: Path):
-    handler = logging.FileHandler(folder / "run.log")
+    handler = logging.FileHandler(folder / LOG_FILE)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     pkg = logging.getLogger("spherepde")
     pkg.addHandler(handler)
@@ -435,7 +442,8 @@ def _nonfinite_message(row: dict, bad: list, t: float, r: int) -> str:
 
 
 def _loop(cfg: Config, rf: RunFolder, solver, path: WeightPath, mesh, *, start_record: int, wall0: float, progress: bool, estimate: int | None = None) -> str:
-    """Advance the solver record by record; returns 'completed' or 'interrupted'.
+    """Advance the solver record by record (:func:`~spherepde.solvers.protocol.advance_through`);
+    returns 'completed' or 'interrupted'.
 
     Ctrl-C / SIGTERM is seen between steps: the state is checkpointed where it is (between
     two records if need be) and the loop ends 'interrupted'. A non-finite diagnostic
@@ -445,22 +453,14 @@ def _loop(cfg: Config, rf: RunFolder, solver, path: WeightPath, mesh, *, start_r
     T = cfg.solver.T
     rdt = cfg.output.record_dt
     n_records = _n_records(cfg)
-    snap_every = int(round(cfg.output.snapshot_dt / rdt))
-    columns = None
     undefined = (frozenset() if path.is_gradient else undefined_without_energy()) | solver.may_be_nan
     budget = _StepBudget(solver, cfg, estimate)
     bar = ProgressBar(round(T, 10), round(start_record * rdt, 10), enabled=progress, unit="t",
                       bar_format="{l_bar}{bar}| t={n:.3f}/{total:.3f} [{elapsed}<{remaining}{postfix}]")
-    last_ckpt_wall = time.monotonic()
     status = "completed"
-    quarter = 1 + int(4 * start_record / n_records)  # run.log updates the step estimate at each quarter of T
-
-    def meta(r: int, **extra) -> dict:
-        return {"record": r, "t": _record_time(cfg, r), "step": solver.step_count, "wall": time.monotonic() - wall0, "step_estimate": budget.estimate, **extra}
-
+    after = _AfterRecord(cfg, rf, solver, mesh, budget, bar, wall0=wall0, start_record=start_record)
     try:
-        with _SigintGuard() as guard, open(rf.csv, "a", newline="") as fh:
-            writer = csv.writer(fh)
+        with _SigintGuard() as guard, DiagnosticsWriter(rf.csv) as diagnostics:
 
             def should_stop() -> bool:
                 if guard.flag:
@@ -468,39 +468,20 @@ def _loop(cfg: Config, rf: RunFolder, solver, path: WeightPath, mesh, *, start_r
                 budget.check()
                 return False
 
-            for r in range(start_record, n_records + 1):
-                t_r = _record_time(cfg, r)
-                if r > 0 and solver.advance(t_r, should_stop=should_stop) is False:
+            times = (_record_time(cfg, r) for r in range(start_record, n_records + 1))
+            for i, t_r, row in advance_through(solver, times, should_stop=should_stop):
+                r = start_record + i
+                if row is None:
                     # Ctrl-C / SIGTERM between two steps: checkpoint the state between the records
-                    rf.write_checkpoint(solver.get_state(), meta(r - 1, t=float(solver.t), partial=True))
+                    rf.write_checkpoint(solver.get_state(), after.meta(r - 1, t=float(solver.t), partial=True))
                     log.warning("interrupted at t = %.6g (step %d); checkpoint written -- continue with: spherepde resume %s", solver.t, solver.step_count, rf.folder)
                     status = "interrupted"
                     break
-                row = solver.record()
-                if columns is None:
-                    columns = list(row)
-                with writing(rf.csv):
-                    if columns is not None and fh.tell() == 0:
-                        writer.writerow(columns)
-                    writer.writerow([repr(float(row[c])) for c in columns])
-                    fh.flush()
-                bad = [c for c in columns if c not in undefined and not math.isfinite(float(row[c]))]
+                diagnostics.write(row)
+                bad = [c for c in diagnostics.columns if c not in undefined and not math.isfinite(float(row[c]))]
                 if bad:
                     raise NonFiniteDiagnostic(_nonfinite_message(row, bad, t_r, r))
-                if r % snap_every == 0 or r == n_records:
-                    rf.write_snapshot(r // snap_every if r % snap_every == 0 else (n_records + snap_every - 1) // snap_every, t_r, solver, mesh if cfg.output.vtk else None, tokens_vtk=cfg.output.vtk)
-                if budget.estimate is not None and 0 < r < n_records and r >= quarter * n_records / 4:
-                    quarter = 1 + int(4 * r / n_records)
-                    left = _step_estimate(solver, cfg, t_r)
-                    if left is not None:
-                        log.info("t = %g: %d steps so far, about %d in all at the current step (dt = %.3g)",
-                                 t_r, solver.step_count, solver.step_count + left, solver.step_hint())
-                dt_last = row.get("dt_last")
-                bar.set(round(t_r, 10), f"step={solver.step_count}" + (f", dt={dt_last:.2e}" if dt_last else ""))
-                due = (r > 0 and r % cfg.output.checkpoint_every == 0) or (time.monotonic() - last_ckpt_wall > 60 * cfg.output.checkpoint_minutes)
-                if guard.flag or due or r == n_records:
-                    rf.write_checkpoint(solver.get_state(), meta(r))
-                    last_ckpt_wall = time.monotonic()
+                after.record(r, t_r, row, guard)
                 if guard.flag and r < n_records:
                     log.warning("interrupted at t = %.6g (step %d); checkpoint written -- continue with: spherepde resume %s", t_r, solver.step_count, rf.folder)
                     status = "interrupted"
@@ -508,6 +489,42 @@ def _loop(cfg: Config, rf: RunFolder, solver, path: WeightPath, mesh, *, start_r
     finally:
         bar.close()
     return status
+
+
+class _AfterRecord:
+    """What the run loop does at each record after its diagnostics row: snapshots, run.log's
+    step estimate at each quarter of T, the progress bar, checkpoints."""
+
+    def __init__(self, cfg: Config, rf: RunFolder, solver, mesh, budget: _StepBudget, bar, *, wall0: float, start_record: int):
+        self.cfg, self.rf, self.solver, self.mesh, self.budget, self.bar, self.wall0 = cfg, rf, solver, mesh, budget, bar, wall0
+        self.n_records = _n_records(cfg)
+        self.snap_every = int(round(cfg.output.snapshot_dt / cfg.output.record_dt))
+        self.last_ckpt_wall = time.monotonic()
+        self.quarter = 1 + int(4 * start_record / self.n_records)  # run.log updates the step estimate at each quarter of T
+
+    def meta(self, r: int, **extra) -> dict:
+        """The checkpoint's metadata at record ``r``."""
+        return {"record": r, "t": _record_time(self.cfg, r), "step": self.solver.step_count, "wall": time.monotonic() - self.wall0,
+                "step_estimate": self.budget.estimate, **extra}
+
+    def record(self, r: int, t_r: float, row: dict, guard) -> None:
+        """After the row of record ``r`` at ``t_r``; ``guard.flag``: Ctrl-C / SIGTERM seen (checkpoint now)."""
+        cfg, solver, n_records, snap_every = self.cfg, self.solver, self.n_records, self.snap_every
+        if r % snap_every == 0 or r == n_records:
+            self.rf.write_snapshot(r // snap_every if r % snap_every == 0 else (n_records + snap_every - 1) // snap_every, t_r, solver,
+                                   self.mesh if cfg.output.vtk else None, tokens_vtk=cfg.output.vtk)
+        if self.budget.estimate is not None and 0 < r < n_records and r >= self.quarter * n_records / 4:
+            self.quarter = 1 + int(4 * r / n_records)
+            left = _step_estimate(solver, cfg, t_r)
+            if left is not None:
+                log.info("t = %g: %d steps so far, about %d in all at the current step (dt = %.3g)",
+                         t_r, solver.step_count, solver.step_count + left, solver.step_hint())
+        dt_last = row.get("dt_last")
+        self.bar.set(round(t_r, 10), f"step={solver.step_count}" + (f", dt={dt_last:.2e}" if dt_last else ""))
+        due = (r > 0 and r % cfg.output.checkpoint_every == 0) or (time.monotonic() - self.last_ckpt_wall > 60 * cfg.output.checkpoint_minutes)
+        if guard.flag or due or r == n_records:
+            self.rf.write_checkpoint(solver.get_state(), self.meta(r))
+            self.last_ckpt_wall = time.monotonic()
 
 
 def _write_summary(rf: RunFolder, cfg: Config, status: str, wall: float, extra: dict | None = None, *, session: float | None = None) -> dict:
@@ -538,8 +555,8 @@ def _write_summary(rf: RunFolder, cfg: Config, status: str, wall: float, extra: 
             summary["initial_from_run"] = {"run": cfg.initial.run, "requested_time": cfg.initial.time, "error": one_line(exc)}
     if extra:
         summary.update(extra)
-    with writing(rf.folder / "summary.json"):
-        atomic_write_text(rf.folder / "summary.json", json.dumps(summary, indent=2))
+    with writing(rf.folder / SUMMARY_FILE):
+        atomic_write_text(rf.folder / SUMMARY_FILE, json.dumps(summary, indent=2))
     return summary
 
 
@@ -586,13 +603,13 @@ def _execute(cfg: Config, rf: RunFolder, solver, path: WeightPath, mesh, *, lock
                 if before is not None:
                     before()
                 if fresh:
-                    with writing(folder / "config.toml"):
-                        atomic_write_text(folder / "config.toml", config_to_toml(cfg))
-                    with writing(folder / "weights.npz"):
-                        path.save(folder / "weights.npz")
+                    with writing(folder / CONFIG_FILE):
+                        atomic_write_text(folder / CONFIG_FILE, config_to_toml(cfg))
+                    with writing(folder / WEIGHTS_FILE):
+                        path.save(folder / WEIGHTS_FILE)
                     if mesh is not None:
-                        with writing(folder / "mesh.npz"):
-                            mesh.save(folder / "mesh.npz")
+                        with writing(folder / MESH_FILE):
+                            mesh.save(folder / MESH_FILE)
                     _write_summary(rf, cfg, "running", 0.0)
                     log.info("run %s: solver %s, H = %d, T = %g%s", folder, cfg.run.solver, cfg.model.H, cfg.solver.T,
                              f", about {estimate} steps at the initial state's step (dt = {solver.step_hint():.3g}; "
@@ -615,12 +632,12 @@ def _execute(cfg: Config, rf: RunFolder, solver, path: WeightPath, mesh, *, lock
                          f", {steps} steps" + (f" (estimated at the start: {estimate})" if estimate and fresh else "") if steps is not None else "")
         except KeyboardInterrupt as exc:
             _log_to_file(handler, "aborted by a second interrupt; continue from the last checkpoint with: spherepde resume " + str(folder), exc)
-            best_effort("summary.json", _write_summary, rf, cfg, "interrupted", time.monotonic() - wall0, handler=handler, session=session())
+            best_effort(SUMMARY_FILE, _write_summary, rf, cfg, "interrupted", time.monotonic() - wall0, handler=handler, session=session())
             raise RunAborted(folder) from exc
         except Exception as exc:
             msg = failure_message(exc, folder, t=getattr(solver, "t", None), checkpoint_t=rf.last_checkpoint_t)
             _log_to_file(handler, msg, exc)
-            best_effort("summary.json", _write_summary, rf, cfg, "failed", time.monotonic() - wall0, {"error": msg}, handler=handler, session=session())
+            best_effort(SUMMARY_FILE, _write_summary, rf, cfg, "failed", time.monotonic() - wall0, {"error": msg}, handler=handler, session=session())
             raise RunFailedError(msg, folder) from exc
     finally:
         if handler is not None:
@@ -761,7 +778,7 @@ def resume(folder, *, progress: bool | None = None, overrides: dict | None = Non
     session0 = time.monotonic()
     folder = Path(folder)
     overrides = dict(overrides or {})
-    if not folder.is_dir() or not (folder / "config.toml").exists():
+    if not folder.is_dir() or not (folder / CONFIG_FILE).exists():
         raise FileNotFoundError(f"{folder} is not a spherepde run folder (no config.toml)")
     rf = RunFolder(folder)
     rf.check_layout()
@@ -801,14 +818,14 @@ def resume(folder, *, progress: bool | None = None, overrides: dict | None = Non
                 return RunResult(folder, "completed", read_diagnostics(rf.csv, malformed="raise"))
             except (OSError, ValueError) as exc:
                 raise rf.damaged(f"diagnostics.csv cannot be read ({one_line(exc)})") from exc
-        path = rf.load_part("weights.npz", WeightPath.load)
+        path = rf.load_part(WEIGHTS_FILE, WeightPath.load)
         if cfg_new is not None:
             path = _extended_path(folder, path, cfg_new)
         mesh = None
         if cfg.run.solver in ("mesh", "both"):
             from spherepde.geometry.mesh import SphereMesh
 
-            mesh = rf.load_part("mesh.npz", SphereMesh.load)
+            mesh = rf.load_part(MESH_FILE, SphereMesh.load)
         with np.errstate(all="ignore"):
             solver = build_solver(cfg_new or cfg, path, mesh=mesh)
         try:
@@ -826,8 +843,8 @@ def resume(folder, *, progress: bool | None = None, overrides: dict | None = Non
                 atomic_write_text(rf.csv, keep)
             log.info("dropped the diagnostics rows written after the checkpoint (record %d)", r0)
         if cfg_new is not None:  # extend: the new end time, and the path that reaches it
-            for name, write in (("weights.npz", lambda: path.save(folder / "weights.npz")),
-                                ("config.toml", lambda: atomic_write_text(folder / "config.toml", config_to_toml(cfg_new))),
+            for name, write in ((WEIGHTS_FILE, lambda: path.save(folder / WEIGHTS_FILE)),
+                                (CONFIG_FILE, lambda: atomic_write_text(folder / CONFIG_FILE, config_to_toml(cfg_new))),
                                 (MARKER, lambda: rf.write_marker(cfg_new, "run"))):
                 with writing(folder / name):
                     write()

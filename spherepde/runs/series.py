@@ -20,7 +20,7 @@ import numpy as np
 
 from spherepde._base import load_arrays
 from spherepde.model.columns import PARTICLE_PREFIX
-from spherepde.runs.runfolder import RunFolder, read_diagnostics, run_config, run_kind
+from spherepde.runs.runfolder import DIAGNOSTICS_FILE, MC_TABLES, MONTE_CARLO, SUMMARY_FILE, WEIGHTS_FILE, RunFolder, read_diagnostics, run_config, run_kind
 
 __all__ = ["Band", "Series", "Track", "load_series", "solver_tracks", "defined", "distance_floor", "run_label"]
 
@@ -55,7 +55,7 @@ class Series:
         for a Monte-Carlo folder read from its aggregate files, the mean columns.
     std : per-column standard deviations when only aggregates were available, else None.
     sign : the model's sign s (EDI), from the config (default -1).
-    kind : "particles", "mesh" or "montecarlo".
+    kind : "particles", "mesh" or MONTE_CARLO (:func:`~spherepde.runs.runfolder.run_kind`).
     label : a short description of the run ("mesh, H = 10, ou weights").
     config : the run's config.toml as a dict (empty if unknown).
     quantiles : aggregates only: {"q05": columns, "q95": columns} when the Monte-Carlo
@@ -137,21 +137,21 @@ def load_series(source) -> Series:
     cfg = run_config(folder)
     sign = float(cfg.get("model", {}).get("sign", -1))
     label = run_label(cfg, folder)
-    if kind != "montecarlo":
-        csvp = folder / "diagnostics.csv"
+    if kind != MONTE_CARLO:
+        csvp = folder / DIAGNOSTICS_FILE
         if not csvp.is_file():
             raise FileNotFoundError(f"{folder}: no diagnostics.csv; the run has recorded nothing yet")
         return Series([_read(csvp)], sign=sign, kind=kind, label=label, config=cfg)
     paths = []
     for p in RunFolder(folder).monte_carlo_paths():
-        if (p / "diagnostics.csv").is_file():
-            paths.append(_read(p / "diagnostics.csv"))
+        if (p / DIAGNOSTICS_FILE).is_file():
+            paths.append(_read(p / DIAGNOSTICS_FILE))
     n = len(paths[0]["t"]) if paths else 0
     if paths and all(len(d["t"]) == n for d in paths) and n:
         return Series(paths, sign=sign, kind=kind, label=label, config=cfg)
-    mean, std = folder / "diagnostics_mean.csv", folder / "diagnostics_std.csv"
+    mean, std = folder / MC_TABLES["mean"], folder / MC_TABLES["std"]
     if mean.is_file():
-        quantiles = {q: _read(folder / f"diagnostics_{q}.csv") for q in ("q05", "q95") if (folder / f"diagnostics_{q}.csv").is_file()}
+        quantiles = {q: _read(folder / MC_TABLES[q]) for q in ("q05", "q95") if (folder / MC_TABLES[q]).is_file()}
         return Series(
             [_read(mean)], std=_read(std) if std.is_file() else {}, sign=sign, kind=kind, label=label, config=cfg,
             quantiles=quantiles if len(quantiles) == 2 else None, n_aggregated=_mc_path_count(folder, cfg),
@@ -164,7 +164,7 @@ def _mc_path_count(folder: Path, cfg: dict) -> int:
     import json
 
     try:
-        n = json.loads((folder / "summary.json").read_text()).get("paths")
+        n = json.loads((folder / SUMMARY_FILE).read_text()).get("paths")
         if isinstance(n, int) and n > 0:
             return n
     except (OSError, ValueError, AttributeError):
@@ -179,7 +179,7 @@ def _saved_process(folder) -> str:
     import json
 
     try:
-        with load_arrays(Path(folder) / "weights.npz") as z:
+        with load_arrays(Path(folder) / WEIGHTS_FILE) as z:
             meta = json.loads(str(z["meta"])) if "meta" in z.files else {}
     except (OSError, ValueError, KeyError):
         return ""

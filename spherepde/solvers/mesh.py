@@ -43,8 +43,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from spherepde.attention import SUMMATION_MODES
+from spherepde.model.clusters import cluster_table, weighted_clusters
 from spherepde.model.columns import MESH_COLUMNS
-from spherepde.model.energy import EnergyBalance, cluster_table, state_rates, weighted_clusters
+from spherepde.model.energy import EnergyBalance, state_rates
 from spherepde.model.fused import fused_rates
 from spherepde.model.velocity import HeadFields, velocity_from_fields
 from spherepde.model.weights import WeightPath
@@ -360,7 +361,7 @@ class MeshSolver:
     def snapshot(self) -> dict:
         """Arrays of the current state for snapshot files: ``rho`` (nc,), in which a point mass
         is drawn as its mass spread over the cell whose node is nearest (:meth:`density`), and
-        the cluster table ``clusters`` (mass, centre; :func:`spherepde.model.energy.cluster_table`)."""
+        the cluster table ``clusters`` (mass, centre; :func:`spherepde.model.clusters.cluster_table`)."""
         return {"rho": self.density(), "clusters": cluster_table(*self.points.cluster_points(self.rho))}
 
     def density(self) -> np.ndarray:

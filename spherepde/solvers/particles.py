@@ -30,15 +30,9 @@ import math
 
 import numpy as np
 
+from spherepde.model.clusters import cluster_table, weighted_clusters
 from spherepde.model.columns import PARTICLE_COLUMNS
-from spherepde.model.energy import (
-    EnergyBalance,
-    cluster_table,
-    martingale_increment,
-    mean_resultant_length,
-    state_rates,
-    weighted_clusters,
-)
+from spherepde.model.energy import EnergyBalance, martingale_increment, mean_resultant_length, state_rates
 from spherepde.model.velocity import head_fields, velocity_from_fields
 from spherepde.model.weights import WeightPath
 from spherepde.solvers.integrators import get_stepper
@@ -323,7 +317,7 @@ class ParticleSolver:
 
     def snapshot(self) -> dict:
         """Token positions ``X`` (n, d) and the cluster table ``clusters`` (mass, centre;
-        :func:`spherepde.model.energy.cluster_table`)."""
+        :func:`spherepde.model.clusters.cluster_table`)."""
         return {"X": self.X.copy(), "clusters": cluster_table(self.X, self.w, self.cluster_radius)}
 
     # ------------------------------------------------------------------ checkpoints

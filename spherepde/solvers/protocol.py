@@ -1,5 +1,5 @@
 """What every solver offers, written down once, and the one loop that drives a solver along
-a list of times.
+a list of times (:func:`advance_through`; :func:`integrate` gathers what it yields).
 
 The particle solver (:class:`spherepde.solvers.particles.ParticleSolver`), the mesh solver
 (:class:`spherepde.solvers.mesh.MeshSolver`) and the coupled mesh-and-tokens solver
@@ -10,13 +10,13 @@ same calls) instead of probing for methods.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-__all__ = ["Solver", "Trajectory", "integrate", "TIME_TOL"]
+__all__ = ["Solver", "Trajectory", "advance_through", "integrate", "TIME_TOL"]
 
 #: Two times closer than this are the same record time (no step is taken between them).
 TIME_TOL = 1e-12
@@ -62,7 +62,8 @@ class Solver(Protocol):
         ...
 
     def advance(self, t_stop: float, *, should_stop: Callable[[], bool] | None = None) -> bool:
-        """Step until ``t == t_stop`` (True), or stop early when ``should_stop()`` says so (False)."""
+        """Step until ``t == t_stop`` (True), or stop early when ``should_stop()`` says so (False).
+        At the solver's own time (to its time grid's tolerance) no step is taken."""
         ...
 
     def record(self) -> dict:
@@ -113,6 +114,26 @@ class Trajectory:
         return list(self.rows[0]) if self.rows else []
 
 
+def advance_through(solver: Solver, times: Iterable[float], *, should_stop: Callable[[], bool] | None = None) -> Iterator[tuple[int, float, dict | None]]:
+    """The one time loop: advance ``solver`` to each of ``times`` in turn and yield ``(i, t, row)``
+    there, ``row`` the solver's ``record()`` at ``t = times[i]``.
+
+    ``solver.advance(t)`` is called for every time not before the solver's own: at its own time
+    a solver takes no step (a coupled solver stopped between its parts completes them there);
+    a time before it (:func:`integrate` allows :data:`TIME_TOL`) records without stepping.
+    ``times`` may be produced lazily (a caller that stops early never asks for the rest); they
+    are not checked here (:func:`integrate` checks them). When ``should_stop()`` (asked between
+    steps, :meth:`Solver.advance`) stops the solver before ``times[i]``, the last item is
+    ``(i, t, None)`` with the solver between two times, and the loop ends.
+    """
+    for i, t in enumerate(times):
+        t = float(t)
+        if t >= solver.t and solver.advance(t, should_stop=should_stop) is False:
+            yield i, t, None
+            return
+        yield i, t, solver.record()
+
+
 def integrate(solver: Solver, times: Iterable[float], *, snapshots: bool = False) -> Trajectory:
     """Advance ``solver`` through ``times`` and record at each.
 
@@ -121,8 +142,8 @@ def integrate(solver: Solver, times: Iterable[float], *, snapshots: bool = False
     solver : Solver
         A particle, mesh or coupled solver.
     times : iterable of float
-        Non-decreasing record times, none before ``solver.t``; a time within
-        :data:`TIME_TOL` of the solver's time records without stepping.
+        Non-decreasing record times, none before ``solver.t`` by more than :data:`TIME_TOL`;
+        a time at (or that close before) the solver's time records without stepping.
     snapshots : bool
         Also keep the solver's ``snapshot()`` at each time.
 
@@ -148,10 +169,8 @@ def integrate(solver: Solver, times: Iterable[float], *, snapshots: bool = False
         raise ValueError(f"integrate: times must be non-decreasing and start at or after the solver's time t = {solver.t}")
     rows, snaps = [], []
     steps0 = int(solver.step_count)
-    for t in ts:
-        if t > solver.t + TIME_TOL:
-            solver.advance(float(t))
-        rows.append(solver.record())
+    for _, _, row in advance_through(solver, ts):
+        rows.append(row)
         if snapshots:
             snaps.append(solver.snapshot())
     return Trajectory(ts, rows, snaps, int(solver.step_count) - steps0)

@@ -499,17 +499,17 @@ def _summary(res: dict) -> str:
 def plot(results: dict, out_dir) -> list:
     """Figures: rate error vs h per l, measured vs exact rates, uniform-energy error vs h,
     rigid-rotation error vs h. Axes labelled with units, legends beside the data."""
-    import matplotlib.pyplot as plt  # the backend is the caller's (MPLBACKEND); headless machines get Agg
+    import matplotlib
 
-    from spherepde.viz.figstyle import data_ticks, finish_figure, legend_outside
+    from spherepde.viz.figstyle import data_ticks, finish_figure, legend_outside, subplots
 
     H_LABEL = "h, longest edge (rad)"
     paths = []
     rates = results["rates"]
     p = results["params"]
-    cmap = plt.get_cmap("viridis")
+    cmap = matplotlib.colormaps["viridis"]
 
-    fig, ax = plt.subplots(figsize=(7.2, 4.5), layout="constrained")
+    fig, ax = subplots(figsize=(7.2, 4.5), layout="constrained")
     for i, l in enumerate(p["ls"]):
         col = cmap(i / max(len(p["ls"]) - 1, 1))
         sel = [r for r in rates if r["l"] == l]
@@ -529,7 +529,7 @@ def plot(results: dict, out_dir) -> list:
     finish_figure(fig)
     paths.append(save_figure(fig, out_dir, "analytic_rate_errors.png", dpi=120))
 
-    fig, ax = plt.subplots(figsize=(7.2, 4.5), layout="constrained")
+    fig, ax = subplots(figsize=(7.2, 4.5), layout="constrained")
     fin = max(p["levels"])
     for j, beta in enumerate(p["betas"]):
         col = cmap(j / max(len(p["betas"]) - 1, 1))
@@ -549,7 +549,7 @@ def plot(results: dict, out_dir) -> list:
     finish_figure(fig)
     paths.append(save_figure(fig, out_dir, "analytic_rates.png", dpi=120))
 
-    fig, ax = plt.subplots(figsize=(7.2, 4.5), layout="constrained")
+    fig, ax = subplots(figsize=(7.2, 4.5), layout="constrained")
     for beta in p["energy_betas"]:
         sel = [r for r in results["energy"] if r["beta"] == beta]
         ax.loglog([r["h"] for r in sel], [r["rel_err"] for r in sel], "o-", label=rf"$\beta$ = {beta:g} (order {results['energy_orders'][str(beta)]:.2f})")
@@ -561,7 +561,7 @@ def plot(results: dict, out_dir) -> list:
     finish_figure(fig)
     paths.append(save_figure(fig, out_dir, "analytic_uniform_energy.png", dpi=120))
 
-    fig, ax = plt.subplots(figsize=(7.2, 4.5), layout="constrained")
+    fig, ax = subplots(figsize=(7.2, 4.5), layout="constrained")
     for o in (1, 2):
         sel = sorted((r for r in results["rotation"] if r["order"] == o), key=lambda r: r["h"])
         hs = np.array([r["h"] for r in sel])

@@ -78,12 +78,9 @@ def figure_path(out_dir, name: str) -> Path:
 
 
 def save_figure(fig, out_dir, name: str, dpi: int = 120) -> Path:
-    """Save a Matplotlib figure as ``out_dir/name``, close it, and return the path."""
-    import matplotlib.pyplot as plt
-
+    """Save a Matplotlib figure (made without pyplot, :func:`spherepde.viz.figstyle.subplots`) as ``out_dir/name`` and return the path."""
     path = figure_path(out_dir, name)
     fig.savefig(path, dpi=dpi)
-    plt.close(fig)
     return path
 
 

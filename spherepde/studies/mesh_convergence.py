@@ -776,9 +776,7 @@ def _split_sentence(res, p) -> str:
 
 # ------------------------------------------------------------------------------ plot
 def plot(results, out_dir) -> list:
-    import matplotlib.pyplot as plt  # the backend is the caller's (MPLBACKEND); headless machines get Agg
-
-    from spherepde.viz.figstyle import finish_figure, legend_outside
+    from spherepde.viz.figstyle import finish_figure, legend_outside, subplots
 
     p = results["params"]
     levels = sorted(int(x) for x in p["levels"])
@@ -786,7 +784,7 @@ def plot(results, out_dir) -> list:
     ns = sorted(int(n) for n in p["n_list"])
     paths = []
     recs = results["paths"]
-    fig, axes = plt.subplots(1, len(recs) + 1, figsize=(4.3 * (len(recs) + 1), 3.8), squeeze=False, layout="constrained")
+    fig, axes = subplots(1, len(recs) + 1, figsize=(4.3 * (len(recs) + 1), 3.8), squeeze=False, layout="constrained")
     for ax, rec in zip(axes[0], recs):
         for o in orders:
             cells = [rec["mesh"][_key(lv, o)]["cells"] for lv in levels]
@@ -819,7 +817,7 @@ def plot(results, out_dir) -> list:
     paths.append(save_figure(fig, out_dir, "mesh_convergence.png", dpi=110))
     e = results.get("exponent")
     if e and len(e["H"]) >= 2:
-        fig, ax = plt.subplots(figsize=(8.5, 4.5), layout="constrained")  # room for the axes beside the legend
+        fig, ax = subplots(figsize=(8.5, 4.5), layout="constrained")  # room for the axes beside the legend
         Hs = np.asarray(e["H"], float)
         for w, c, mk in (("mesh", "C0", "s"), ("particles", "C1", "o")):
             for i, H in enumerate(e["H"]):

@@ -512,16 +512,14 @@ def plot(results, out_dir) -> list:
     """Figures per case: W1 between mesh and tokens over time, errors at T against the mesh
     size h and against the number of tokens n; G²(t) of every mesh and token run. Axes
     labelled with units, ticks at the studied h and n, legends beside the data."""
-    import matplotlib.pyplot as plt  # the backend is the caller's (MPLBACKEND); headless machines get Agg
-
-    from spherepde.viz.figstyle import data_ticks, finish_figure, legend_outside
+    from spherepde.viz.figstyle import data_ticks, finish_figure, legend_outside, subplots
 
     ERR_LABEL = "error at T\n" + r"($W_1$ in rad; $L^1$, $|\Delta E|$, $|\Delta G^2|$ dimensionless)"
     paths = []
     for c, r in results["cases"].items():
         hs, ns = r["h_study"], r["n_study"]
         t = r["times"]
-        fig, axes = plt.subplots(3, 1, figsize=(8.6, 11.5), layout="constrained")
+        fig, axes = subplots(3, 1, figsize=(8.6, 11.5), layout="constrained")
         ax = axes[0]
         for i, L in enumerate(hs["levels"]):
             ax.plot(t, hs["w1"][i], "o-", label=f"level {L} (h = {hs['h'][i]:.3f} rad)")
@@ -561,10 +559,9 @@ def plot(results, out_dir) -> list:
         finish_figure(fig)
         pth = figure_path(out_dir, f"mesh_vs_particles_{c}.png")
         fig.savefig(pth, dpi=110)
-        plt.close(fig)
         paths.append(pth)
         # G2 curves
-        fig, ax = plt.subplots(figsize=(7.6, 4.2), layout="constrained")
+        fig, ax = subplots(figsize=(7.6, 4.2), layout="constrained")
         for L, y in r["curves"]["mesh_G2"].items():
             ax.plot(t, y, "o-", label=f"mesh, level {L}")
         for nn, y in r["curves"]["particles_G2"].items():
@@ -576,6 +573,5 @@ def plot(results, out_dir) -> list:
         finish_figure(fig)
         pth = figure_path(out_dir, f"mesh_vs_particles_{c}_G2.png")
         fig.savefig(pth, dpi=110)
-        plt.close(fig)
         paths.append(pth)
     return paths

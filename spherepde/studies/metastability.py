@@ -46,6 +46,7 @@ import time
 
 import numpy as np
 
+from spherepde.solvers.protocol import advance_through
 from spherepde.studies import common as _v
 from spherepde.studies.common import checks_line, require_finite, save_figure, solver_check, study_params
 
@@ -176,16 +177,20 @@ def _path(beta: float, T: float, dt: float):
     return generate_weight_path(FrozenProcess(), H=1, d=3, T=K * dt, dt=dt, init="beta", beta=beta, sign=1.0)
 
 
+def _every(t: float, T: float, every: float):
+    """The times t + every, t + 2 every, ... up to T (the last one T)."""
+    while t < T - 1e-12:
+        t = min(T, t + every)
+        yield t
+
+
 def time_to_resultant(solver, T: float, every: float, R: float = MERGE_R) -> tuple[float, int]:
     """First time the mean resultant reaches R (linear interpolation between records every ``every``) and the steps taken."""
     t_prev, r_prev = solver.t, solver.record()["mean_resultant"]
     if r_prev >= R:
         return solver.t, solver.step_count
-    t = solver.t
-    while t < T - 1e-12:
-        t = min(T, t + every)
-        solver.advance(t)
-        r = solver.record()["mean_resultant"]
+    for _, t, row in advance_through(solver, _every(solver.t, T, every)):
+        r = row["mean_resultant"]
         if r >= R:
             return t_prev + (R - r_prev) * (t - t_prev) / (r - r_prev), solver.step_count
         t_prev, r_prev = t, r
@@ -392,12 +397,10 @@ def _summary(res, ci: int) -> str:
 def plot(results, out_dir) -> list:
     """Figures: the mesh's merge time against the two-point ODE's per case (and per mesh
     level), and the nucleation growth rates against gamma_l."""
-    import matplotlib.pyplot as plt
-
-    from spherepde.viz.figstyle import legend_outside, readable_log_ticks
+    from spherepde.viz.figstyle import legend_outside, readable_log_ticks, subplots
 
     paths = []
-    fig, ax = plt.subplots(figsize=(7.4, 4.4), layout="constrained")
+    fig, ax = subplots(figsize=(7.4, 4.4), layout="constrained")
     cs = results["cases"]
     lv = results["levels"]
     ts = [r["t_ode"] for r in cs + lv]
@@ -418,7 +421,7 @@ def plot(results, out_dir) -> list:
     legend_outside(ax)
     paths.append(save_figure(fig, out_dir, "metastability_merge_times.png"))
     nu = results["nucleation"]
-    fig, ax = plt.subplots(figsize=(7.4, 4.0), layout="constrained")
+    fig, ax = subplots(figsize=(7.4, 4.0), layout="constrained")
     ls = np.arange(1, len(nu["gamma"]) + 1)
     ax.plot(ls, nu["gamma"], "o-", label=r"linear theory $\gamma_l$")
     ax.plot(ls, nu["measured_rates"], "s--", label=f"mesh, level {nu['level']}")

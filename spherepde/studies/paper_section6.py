@@ -532,33 +532,49 @@ def _summary(res) -> str:
 
 
 # ------------------------------------------------------------------------------- plot
+_T_LABEL = "time t (dimensionless)"
+_G2_LABEL = "dissipation $G^2$ (dimensionless)"
+
+
 def plot(results, out_dir) -> list:
     """Figures: G²(t) per regime and H, the time-averaged G² against H with the fitted
     power laws, the energy-balance terms, token snapshots, mesh-versus-token G² and
     density maps (the mesh's cells). Axes labelled with units, legends beside the data."""
-    import matplotlib.pyplot as plt  # the backend is the caller's (MPLBACKEND); headless machines get Agg
+    paths = [_plot_G2_curves(results, out_dir), _plot_G2_vs_H(results, out_dir), _plot_energy_balance(results, out_dir),
+             _plot_token_snapshots(results, out_dir)]
+    if "mesh" in results and results["mesh"]["runs"]:
+        runs = {k: v for k, v in results["mesh"]["runs"].items() if v["path"] == 0}  # one panel per (regime, H)
+        paths.append(_plot_mesh_vs_particles(results, runs, out_dir))
+        snapped = [(key, v) for key, v in runs.items() if v.get("mesh_snapshots")]
+        if snapped:
+            paths.append(_plot_mesh_snapshots(results, snapped, out_dir))
+    return paths
 
-    from spherepde.viz.figstyle import data_ticks, finish_figure, legend_outside
 
-    T_LABEL = "time t (dimensionless)"
-    G2_LABEL = "dissipation $G^2$ (dimensionless)"
-    paths = []
-    parts = results["particles"]
-    p = results["params"]
-    # G2(t) per regime and H
-    fig, axes = plt.subplots(len(parts), 1, figsize=(7.6, 3.3 * len(parts)), squeeze=False, layout="constrained")
+def _plot_G2_curves(results, out_dir):
+    """G2(t) per regime and H."""
+    from spherepde.viz.figstyle import finish_figure, legend_outside, subplots
+
+    parts, p = results["particles"], results["params"]
+    fig, axes = subplots(len(parts), 1, figsize=(7.6, 3.3 * len(parts)), squeeze=False, layout="constrained")
     for ax, (regime, r) in zip(axes[:, 0], parts.items()):
         for i, H in enumerate(r["H"]):
             ax.semilogy(r["t"], np.maximum(r["G2_mean_curve"][i], 1e-300), label=f"H = {H} (mean of {r['paths'][i]} paths)")
         ax.axvline(p["t_avg"], color="k", ls=":", lw=0.8, label=f"averages from t = {p['t_avg']:g}")
-        ax.set_xlabel(T_LABEL)
-        ax.set_ylabel(G2_LABEL)
+        ax.set_xlabel(_T_LABEL)
+        ax.set_ylabel(_G2_LABEL)
         ax.set_title(f"{regime}: $G^2(t)$")
         legend_outside(ax, fontsize=8)
     finish_figure(fig)
-    paths.append(save_figure(fig, out_dir, "paper_section6_G2.png", dpi=110))
-    # log-log G2 vs H with fit
-    fig, ax = plt.subplots(figsize=(8.2, 4.4), layout="constrained")
+    return save_figure(fig, out_dir, "paper_section6_G2.png", dpi=110)
+
+
+def _plot_G2_vs_H(results, out_dir):
+    """The time-averaged G2 against H on log-log axes with the fitted power laws (particles and mesh)."""
+    from spherepde.viz.figstyle import data_ticks, finish_figure, legend_outside, subplots
+
+    parts, p = results["particles"], results["params"]
+    fig, ax = subplots(figsize=(8.2, 4.4), layout="constrained")
     all_H = []
     for regime, r in parts.items():
         Hs = np.asarray(r["H"], float)
@@ -583,10 +599,16 @@ def plot(results, out_dir) -> list:
     ax.set_title("particles (dots, solid) and mesh (squares, dashed)", fontsize=9)
     legend_outside(ax)
     finish_figure(fig)
-    paths.append(save_figure(fig, out_dir, "paper_section6_G2_vs_H.png", dpi=110))
-    # energy balance curves
+    return save_figure(fig, out_dir, "paper_section6_G2_vs_H.png", dpi=110)
+
+
+def _plot_energy_balance(results, out_dir):
+    """The energy-balance terms per regime and H."""
+    from spherepde.viz.figstyle import finish_figure, subplots
+
+    parts = results["particles"]
     Hs = parts[next(iter(parts))]["H"]
-    fig, axes = plt.subplots(len(parts), len(Hs), figsize=(4.2 * len(Hs) + 2.4, 3.3 * len(parts)), squeeze=False, layout="constrained")
+    fig, axes = subplots(len(parts), len(Hs), figsize=(4.2 * len(Hs) + 2.4, 3.3 * len(parts)), squeeze=False, layout="constrained")
     for a, (regime, r) in enumerate(parts.items()):
         for b, H in enumerate(Hs):
             ax = axes[a][b]
@@ -599,14 +621,20 @@ def plot(results, out_dir) -> list:
             ax.plot(t, bal["edi_paper"], "--", label="EDI residual (paper's form)")
             ax.plot(t, bal["edi_exact"], ":", label="EDI residual (exact chain rule)")
             ax.set_title(f"{regime}, H = {H}", fontsize=9)
-            ax.set_xlabel(T_LABEL)
+            ax.set_xlabel(_T_LABEL)
             ax.set_ylabel("energy terms (dimensionless)")
     handles, labels = axes[0][0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside right upper", fontsize=8, frameon=False)
     finish_figure(fig)
-    paths.append(save_figure(fig, out_dir, "paper_section6_energy_balance.png", dpi=100))
-    # snapshots (largest H)
-    fig = plt.figure(figsize=(4 * 3, 3.8 * len(parts)), layout="constrained")
+    return save_figure(fig, out_dir, "paper_section6_energy_balance.png", dpi=100)
+
+
+def _plot_token_snapshots(results, out_dir):
+    """Token snapshots of the largest H, per regime (3-D scatter)."""
+    from spherepde.viz.figstyle import new_figure
+
+    parts = results["particles"]
+    fig = new_figure(figsize=(4 * 3, 3.8 * len(parts)), layout="constrained")
     for a, (regime, r) in enumerate(parts.items()):
         snaps = sorted(r.get("snapshots", {}).items(), key=lambda kv: float(kv[0]))
         for b, (ts, X) in enumerate(snaps[:3]):
@@ -620,51 +648,57 @@ def plot(results, out_dir) -> list:
             ax.set_ylabel("y")
             ax.set_zlabel("z")
             ax.set_title(f"{regime}, H = {max(r['H'])}, t = {ts}", fontsize=9)
-    paths.append(save_figure(fig, out_dir, "paper_section6_snapshots.png", dpi=100))
-    # mesh vs particles
-    if "mesh" in results and results["mesh"]["runs"]:
-        runs = {k: v for k, v in results["mesh"]["runs"].items() if v["path"] == 0}  # one panel per (regime, H)
-        Hs_m = sorted({v["H"] for v in runs.values()})
-        regs = list(dict.fromkeys(v["regime"] for v in runs.values()))
-        fig, axes = plt.subplots(len(regs), len(Hs_m), figsize=(4.2 * len(Hs_m) + 2.2, 3.4 * len(regs)), squeeze=False, layout="constrained")
-        for key, v in runs.items():
-            ax = axes[regs.index(v["regime"])][Hs_m.index(v["H"])]
-            ax.semilogy(v["t"], np.maximum(v["mesh_G2"], 1e-300), label=f"mesh, level {results['mesh']['level']}")
-            ax.semilogy(v["t"], np.maximum(v["particles_G2"], 1e-300), label=f"particles, n = {p['n']}")
-            ax.set_title(f"{v['regime']}, H = {v['H']} (path {v['path']})", fontsize=8)
-            ax.set_xlabel(T_LABEL)
-            ax.set_ylabel(G2_LABEL)
-        handles, labels = axes[0][0].get_legend_handles_labels()
-        fig.legend(handles, labels, loc="outside right upper", fontsize=8, frameon=False)
-        finish_figure(fig)
-        paths.append(save_figure(fig, out_dir, "paper_section6_mesh_vs_particles.png", dpi=100))
-        snapped = [(key, v) for key, v in runs.items() if v.get("mesh_snapshots")]
-        if snapped:
-            from matplotlib.colors import Normalize
+    return save_figure(fig, out_dir, "paper_section6_snapshots.png", dpi=100)
 
-            from spherepde.geometry.meshfiles import icosphere
-            from spherepde.viz.plots import draw_cells, lon_lat
 
-            mesh = icosphere(int(results["mesh"]["level"]))
-            ncol = max(len(v["mesh_snapshots"]) for _, v in snapped)
-            fig, axes = plt.subplots(len(snapped), ncol, figsize=(4.6 * ncol, 2.9 * len(snapped)), squeeze=False, layout="constrained")
-            for a, (key, v) in enumerate(snapped):
-                items = sorted(v["mesh_snapshots"].items(), key=lambda kv: float(kv[0]))
-                hi = max(max(r) for _, r in items)
-                for b, (ts, rho) in enumerate(items):
-                    ax = axes[a][b]
-                    ax.set_xlim(-180, 180)
-                    ax.set_ylim(-90, 90)
-                    pc = draw_cells(ax, mesh, np.asarray(rho, float), norm=Normalize(0.0, hi))
-                    if b == len(items) - 1 and v.get("particles_snapshot_final"):
-                        lon, lat = lon_lat(np.asarray(v["particles_snapshot_final"], float))
-                        ax.scatter(np.degrees(lon), np.degrees(lat), s=3, c="crimson", edgecolors="none")
-                    ax.set_aspect("equal")
-                    ax.set_xticks(range(-180, 181, 90))
-                    ax.set_yticks(range(-90, 91, 45))
-                    ax.set_xlabel("longitude (°)")
-                    ax.set_ylabel("latitude (°)")
-                    ax.set_title(f"{v['regime']}, H = {v['H']}, t = {ts}" + (" (+ tokens)" if b == len(items) - 1 else ""), fontsize=9)
-                fig.colorbar(pc, ax=axes[a].tolist(), shrink=0.8, label=r"$\rho$ (density per unit area)")
-            paths.append(save_figure(fig, out_dir, "paper_section6_mesh_snapshots.png", dpi=100))
-    return paths
+def _plot_mesh_vs_particles(results, runs: dict, out_dir):
+    """G2(t) of the mesh and of the tokens on the same path, one panel per (regime, H)."""
+    from spherepde.viz.figstyle import finish_figure, subplots
+
+    p = results["params"]
+    Hs_m = sorted({v["H"] for v in runs.values()})
+    regs = list(dict.fromkeys(v["regime"] for v in runs.values()))
+    fig, axes = subplots(len(regs), len(Hs_m), figsize=(4.2 * len(Hs_m) + 2.2, 3.4 * len(regs)), squeeze=False, layout="constrained")
+    for key, v in runs.items():
+        ax = axes[regs.index(v["regime"])][Hs_m.index(v["H"])]
+        ax.semilogy(v["t"], np.maximum(v["mesh_G2"], 1e-300), label=f"mesh, level {results['mesh']['level']}")
+        ax.semilogy(v["t"], np.maximum(v["particles_G2"], 1e-300), label=f"particles, n = {p['n']}")
+        ax.set_title(f"{v['regime']}, H = {v['H']} (path {v['path']})", fontsize=8)
+        ax.set_xlabel(_T_LABEL)
+        ax.set_ylabel(_G2_LABEL)
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside right upper", fontsize=8, frameon=False)
+    finish_figure(fig)
+    return save_figure(fig, out_dir, "paper_section6_mesh_vs_particles.png", dpi=100)
+
+
+def _plot_mesh_snapshots(results, snapped: list, out_dir):
+    """Density maps of the mesh runs (the mesh's cells), the final one with the tokens of the same path."""
+    from matplotlib.colors import Normalize
+
+    from spherepde.geometry.meshfiles import icosphere
+    from spherepde.viz.figstyle import subplots
+    from spherepde.viz.plots import draw_cells, lon_lat
+
+    mesh = icosphere(int(results["mesh"]["level"]))
+    ncol = max(len(v["mesh_snapshots"]) for _, v in snapped)
+    fig, axes = subplots(len(snapped), ncol, figsize=(4.6 * ncol, 2.9 * len(snapped)), squeeze=False, layout="constrained")
+    for a, (key, v) in enumerate(snapped):
+        items = sorted(v["mesh_snapshots"].items(), key=lambda kv: float(kv[0]))
+        hi = max(max(r) for _, r in items)
+        for b, (ts, rho) in enumerate(items):
+            ax = axes[a][b]
+            ax.set_xlim(-180, 180)
+            ax.set_ylim(-90, 90)
+            pc = draw_cells(ax, mesh, np.asarray(rho, float), norm=Normalize(0.0, hi))
+            if b == len(items) - 1 and v.get("particles_snapshot_final"):
+                lon, lat = lon_lat(np.asarray(v["particles_snapshot_final"], float))
+                ax.scatter(np.degrees(lon), np.degrees(lat), s=3, c="crimson", edgecolors="none")
+            ax.set_aspect("equal")
+            ax.set_xticks(range(-180, 181, 90))
+            ax.set_yticks(range(-90, 91, 45))
+            ax.set_xlabel("longitude (°)")
+            ax.set_ylabel("latitude (°)")
+            ax.set_title(f"{v['regime']}, H = {v['H']}, t = {ts}" + (" (+ tokens)" if b == len(items) - 1 else ""), fontsize=9)
+        fig.colorbar(pc, ax=axes[a].tolist(), shrink=0.8, label=r"$\rho$ (density per unit area)")
+    return save_figure(fig, out_dir, "paper_section6_mesh_snapshots.png", dpi=100)

@@ -422,15 +422,13 @@ def plot(results, out_dir) -> list:
     """Figures: growth of initial perturbations over time, distance at T against the
     weight perturbation, and the mesh's perturbed-rho_0 growth. Axes labelled with units,
     legends beside the data."""
-    import matplotlib.pyplot as plt  # the backend is the caller's (MPLBACKEND); headless machines get Agg
-
-    from spherepde.viz.figstyle import data_ticks, finish_figure, legend_outside
+    from spherepde.viz.figstyle import data_ticks, finish_figure, legend_outside, subplots
 
     T_LABEL = "time t (dimensionless)"
     RATIO_LABEL = "distance ratio d(t) / d(0)"
     paths = []
     ini = results["initial"]
-    fig, axes = plt.subplots(len(ini), 1, figsize=(8.2, 3.6 * len(ini)), squeeze=False, layout="constrained")
+    fig, axes = subplots(len(ini), 1, figsize=(8.2, 3.6 * len(ini)), squeeze=False, layout="constrained")
     for ax, (H, r) in zip(axes[:, 0], ini.items()):
         t = np.asarray(r["t"])
         for i, d in enumerate(r["deltas"]):
@@ -445,7 +443,7 @@ def plot(results, out_dir) -> list:
         legend_outside(ax)
     finish_figure(fig)
     paths.append(save_figure(fig, out_dir, "stability_initial.png", dpi=110))
-    fig, ax = plt.subplots(figsize=(8.2, 4.2), layout="constrained")
+    fig, ax = subplots(figsize=(8.2, 4.2), layout="constrained")
     eps_all = []
     for H, r in results["weights"].items():
         if H == "S":
@@ -467,7 +465,7 @@ def plot(results, out_dir) -> list:
     paths.append(save_figure(fig, out_dir, "stability_weights.png", dpi=110))
     if "mesh" in results:
         m = results["mesh"]
-        fig, ax = plt.subplots(figsize=(7.6, 4.2), layout="constrained")
+        fig, ax = subplots(figsize=(7.6, 4.2), layout="constrained")
         for i, e in enumerate(m["initial"]["eps"]):
             v = np.asarray(m["initial"]["l1"][i])
             w = np.asarray(m["initial"]["w1"][i])

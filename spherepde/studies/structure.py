@@ -529,12 +529,10 @@ def _summary(res: dict) -> str:
 def plot(results: dict, out_dir) -> list:
     """Figures: mass drift and min rho per step; energy per step; EDI residuals vs dt and
     vs h. Axes labelled with units, legends beside the data."""
-    import matplotlib.pyplot as plt  # the backend is the caller's (MPLBACKEND); headless machines get Agg
-
-    from spherepde.viz.figstyle import data_ticks, finish_figure, legend_outside
+    from spherepde.viz.figstyle import data_ticks, finish_figure, legend_outside, subplots
 
     paths = []
-    fig, axs = plt.subplots(2, 1, figsize=(8.2, 7.4), layout="constrained")
+    fig, axs = subplots(2, 1, figsize=(8.2, 7.4), layout="constrained")
     for r in results["clustering"]:
         lab = f"order {r['order']}, CFL {r['cfl']:g}"
         s = r["series"]
@@ -551,7 +549,7 @@ def plot(results: dict, out_dir) -> list:
     finish_figure(fig)
     paths.append(save_figure(fig, out_dir, "structure_mass_positivity.png", dpi=120))
 
-    fig, ax = plt.subplots(figsize=(7.6, 4.2), layout="constrained")
+    fig, ax = subplots(figsize=(7.6, 4.2), layout="constrained")
     for r in results["monotonicity"]:
         E = np.asarray(r["energy"])
         ax.plot(np.arange(E.size), E / E[0], "o-" if r["order"] == 1 else "s--", ms=3, label=f"s = {r['sign']:+d}, order {r['order']}")
@@ -562,7 +560,7 @@ def plot(results: dict, out_dir) -> list:
     finish_figure(fig)
     paths.append(save_figure(fig, out_dir, "structure_energy_monotone.png", dpi=120))
 
-    fig, axs = plt.subplots(3, 1, figsize=(8.2, 11), layout="constrained")
+    fig, axs = subplots(3, 1, figsize=(8.2, 11), layout="constrained")
     ax = axs[0]
     dts = []
     for integ in results["params"]["edi_integrators"]:

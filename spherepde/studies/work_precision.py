@@ -458,12 +458,10 @@ def _f2(x) -> str:
 
 # ------------------------------------------------------------------------------ plot
 def plot(results, out_dir) -> list:
-    import matplotlib.pyplot as plt  # the backend is the caller's (MPLBACKEND); headless machines get Agg
-
-    from spherepde.viz.figstyle import finish_figure, legend_outside
+    from spherepde.viz.figstyle import finish_figure, legend_outside, subplots
 
     cases = list(results["cases"])
-    fig, axes = plt.subplots(2, len(cases), figsize=(4.6 * len(cases), 7.4), squeeze=False, layout="constrained")
+    fig, axes = subplots(2, len(cases), figsize=(4.6 * len(cases), 7.4), squeeze=False, layout="constrained")
     style = {"mesh order 1": ("s--", "C1"), "mesh order 2": ("o-", "C0"), "particles": ("D-", "C2")}
     for j, case in enumerate(cases):
         c = results["cases"][case]

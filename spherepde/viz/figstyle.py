@@ -1,6 +1,10 @@
 """Readable Matplotlib figures: legends beside the data, tick labels on short log axes,
 and a check of both (used by the validation studies' figures and by the tests).
 
+Figures are built one way: :class:`matplotlib.figure.Figure` objects made without
+``pyplot`` (:func:`new_figure`, :func:`subplots`), so no GUI backend or global figure
+state is touched; ``fig.savefig`` writes them.
+
 Matplotlib is imported only inside the functions.
 """
 
@@ -10,7 +14,21 @@ import math
 
 import numpy as np
 
-__all__ = ["data_ticks", "figure_problems", "finish_figure", "legend_outside", "readable_log_ticks"]
+__all__ = ["data_ticks", "figure_problems", "finish_figure", "legend_outside", "new_figure", "readable_log_ticks", "subplots"]
+
+
+def new_figure(**fig_kw):
+    """A :class:`matplotlib.figure.Figure` (``fig_kw``: ``figsize``, ``layout``, ...), made without pyplot."""
+    from matplotlib.figure import Figure
+
+    return Figure(**fig_kw)
+
+
+def subplots(nrows: int = 1, ncols: int = 1, *, squeeze: bool = True, **fig_kw):
+    """``(fig, axes)`` as ``pyplot.subplots`` gives them, made without pyplot: a :func:`new_figure`
+    and its grid of axes (:meth:`matplotlib.figure.Figure.subplots`)."""
+    fig = new_figure(**fig_kw)
+    return fig, fig.subplots(nrows, ncols, squeeze=squeeze)
 
 
 def legend_outside(ax, *, fontsize: float = 7, ncol: int = 1, **kw):

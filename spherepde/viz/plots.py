@@ -39,7 +39,8 @@ from pathlib import Path
 
 import numpy as np
 
-from spherepde.model.columns import distance_columns
+from spherepde.model.columns import COLUMNS, distance_columns
+from spherepde.runs.runfolder import MONTE_CARLO
 from spherepde.runs.series import Series, defined, distance_floor, load_series, solver_tracks
 
 __all__ = [
@@ -47,6 +48,7 @@ __all__ = [
     "FORMATS",
     "PANELS",
     "Panel",
+    "column_panel",
     "distance_label",
     "plot_columns",
     "plot_edi_residuals",
@@ -169,19 +171,20 @@ class Panel:
 ROUNDOFF = 1e-12
 
 
+def column_panel(column: str, **options) -> Panel:
+    """The panel of a diagnostics column: its symbol and axis label from the column registry
+    (:data:`spherepde.model.columns.COLUMNS`; an unregistered column: its name)."""
+    c = COLUMNS.get(column)
+    return Panel(column, (c.symbol if c else "") or column, (c.axis or c.long_name) if c else column, **options)
+
+
 #: The panels of the standard figures (``plot``) and of ``spherepde compare``.
 PANELS = {
-    "energy": (Panel("energy", r"$E(t)$", r"energy $E$"),),
-    "G2": (Panel("G2", r"$G^2(t)$", r"$G^2$ (metric slope)", log=None),),
-    "edi": (
-        Panel("edi_paper", "EDI residual, paper's form", "residual (paper's form)", zero_line=True),
-        Panel("edi_exact", "EDI residual, exact chain rule", "residual (exact chain rule)", zero_line=True),
-    ),
-    "mean_resultant": (Panel("mean_resultant", r"$R(t) = |\int x\,d\mu_t|$", r"mean resultant length $R$", floor=0.01),),
-    "clusters": (
-        Panel("n_clusters", "clusters (groups with >= 1 % of the mass)", "number of clusters", floor=1.0),
-        Panel("energy", r"$E(t)$", r"energy $E$"),
-    ),
+    "energy": (column_panel("energy"),),
+    "G2": (column_panel("G2", log=None),),
+    "edi": (column_panel("edi_paper", zero_line=True), column_panel("edi_exact", zero_line=True)),
+    "mean_resultant": (column_panel("mean_resultant", floor=0.01),),
+    "clusters": (column_panel("n_clusters", floor=1.0), column_panel("energy")),
 }
 
 _TITLES = {"energy": "Energy", "G2": "Dissipation", "edi": "Energy-dissipation identity: residuals", "mean_resultant": "Mean resultant length",
@@ -382,11 +385,8 @@ def plot_mesh_invariants(source):
 
 
 #: Legend labels of the distance columns a coupled run writes (the method in words).
-DISTANCE_LABELS = {
-    "w1_exact": r"exact $W_1$ (geodesic cost, network simplex; rad)",
-    "w1_sliced": r"sliced spherical $W_1$ (random great circles; rad)",
-    "l1_hist": r"$L^1$ to the token histogram (vMF kernel; $\in[0, 2]$)",
-}
+DISTANCE_LABELS = {c: COLUMNS[c].symbol for c in ("w1_exact", "w1_sliced", "l1_hist")}
+
 
 def distance_label(col: str, s: Series | None = None) -> str:
     """What a distance column is, in words (older runs: ``w_sphere`` with the flag ``w_exact``)."""
@@ -658,7 +658,7 @@ def write_figures(run_dir, out_dir=None, *, formats=("png",), times=None, projec
     folder = Path(run_dir)
     s = load_series(folder)
     snaps = None
-    if s.kind != "montecarlo":  # read and check every input (snapshots, mesh, times) before writing anything
+    if s.kind != MONTE_CARLO:  # read and check every input (snapshots, mesh, times) before writing anything
         from spherepde.runs.runfolder import load_snapshots
         from spherepde.viz.common import snap_times
 
@@ -686,7 +686,7 @@ def write_figures(run_dir, out_dir=None, *, formats=("png",), times=None, projec
             _log.info("skipping %s: %s", stem, exc)
             continue
         written += _save(fig, out, stem, formats, dpi)
-    if s.kind == "montecarlo":
+    if s.kind == MONTE_CARLO:
         if times:
             _log.warning("density maps are drawn for single runs; draw one of the path-NNN folders")
         return written

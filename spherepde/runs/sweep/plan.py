@@ -15,14 +15,14 @@ from dataclasses import dataclass, fields
 from importlib import resources
 from pathlib import Path
 
-from spherepde.model.columns import COLUMNS, solver_columns, writers
+from spherepde.model.columns import COLUMNS, HEADLINE_COLUMNS, solver_columns, writers
 from spherepde.runs.config import Config, ConfigError, config_from_dict, load_config, read_toml_file
 
 __all__ = ["SUMMARY_COLUMNS", "INSTALL_HINT", "STATE_FILE", "RESULTS_FILE", "LOCK_FILE", "STATE_FORMAT", "MAX_RUNS", "check_out", "SweepError", "SweepChangedError", "DaskUnavailableError", "SweepRun", "Sweep", "example_sweep_path", "load_sweep", "sweep_hash"]
 
 
 #: Diagnostics summarised in ``results.csv`` (final value and time average of each).
-SUMMARY_COLUMNS = ("energy", "G2", "edi_paper", "edi_exact", "mean_resultant")
+SUMMARY_COLUMNS = HEADLINE_COLUMNS
 
 
 #: The valid ``[analysis] y``: every registered diagnostics column but the record time and step counter.

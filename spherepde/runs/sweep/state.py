@@ -24,6 +24,7 @@ from spherepde._base import __version__, atomic_write_text
 from spherepde.model.statistics import time_average
 from spherepde.runs.config import Config, ConfigError, load_config
 from spherepde.runs.files import jsonable
+from spherepde.runs.runfolder import CHECKPOINT_FILE, CONFIG_FILE, DIAGNOSTICS_FILE, MC_TABLES, SUMMARY_FILE, read_diagnostics
 from spherepde.runs.sweep.plan import (
     LOCK_FILE,
     RESULTS_FILE,
@@ -44,7 +45,7 @@ __all__ = ["summarise_run", "read_results", "point_statistics", "SEED_KEYS"]
 # ================================================================== one run (a task)
 def _folder_state(folder: Path) -> str:
     """'completed', 'resumable' (a checkpoint to continue from) or 'fresh'."""
-    summary_file = folder / "summary.json"
+    summary_file = folder / SUMMARY_FILE
     if not summary_file.is_file():
         return "fresh"
     try:
@@ -52,17 +53,17 @@ def _folder_state(folder: Path) -> str:
     except (OSError, ValueError):
         return "fresh"
     status = summary.get("status") if isinstance(summary, dict) else None
-    if status == "completed" and ((folder / "diagnostics.csv").is_file() or (folder / "diagnostics_mean.csv").is_file()):
+    if status == "completed" and ((folder / DIAGNOSTICS_FILE).is_file() or (folder / MC_TABLES["mean"]).is_file()):
         return "completed"
     if status in ("running", "interrupted"):
-        if "paths" in summary or (folder / "checkpoint.npz").is_file() or (folder / "checkpoint.prev.npz").is_file():
+        if "paths" in summary or (folder / CHECKPOINT_FILE).is_file() or (folder / "checkpoint.prev.npz").is_file():
             return "resumable"
     return "fresh"
 
 
 def _config_matches(folder: Path, cfg: Config) -> bool:
     try:
-        return load_config(folder / "config.toml").to_dict() == cfg.to_dict()
+        return load_config(folder / CONFIG_FILE).to_dict() == cfg.to_dict()
     except (ConfigError, OSError, ValueError):
         return False
 
@@ -78,13 +79,11 @@ def _finite(v) -> float | None:
 def summarise_run(folder, t_min: float = 0.0, columns=SUMMARY_COLUMNS) -> dict:
     """Final values and time averages over t >= t_min of ``columns`` of a run folder
     (a Monte-Carlo folder: of its mean over paths), plus status and wall time."""
-    from spherepde.runs.runfolder import read_diagnostics
-
     folder = Path(folder)
-    summary = json.loads((folder / "summary.json").read_text())
-    csv_file = folder / "diagnostics.csv"
+    summary = json.loads((folder / SUMMARY_FILE).read_text())
+    csv_file = folder / DIAGNOSTICS_FILE
     if not csv_file.is_file():
-        csv_file = folder / "diagnostics_mean.csv"
+        csv_file = folder / MC_TABLES["mean"]
     diag = read_diagnostics(csv_file, malformed="raise")
     t = diag["t"]
     sel = t >= t_min - 1e-9
