@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from spherepde._base import ConfigError, available_memory, format_bytes, load_arrays
+from spherepde.geometry.protocol import GEOMETRIES, check_dimension, geometry_dimension
 from spherepde.solvers.integrators import integrator_names, resolve_integrator
 
 _log = logging.getLogger(__name__)
@@ -60,7 +61,7 @@ class RunSection:
 
 @dataclass(frozen=True)
 class ModelSection:
-    d: int = _f(3, "ambient dimension: tokens live on S^{d-1} (the mesh solver needs d = 3)", min=2)
+    d: int = _f(3, "ambient dimension: tokens live on S^{d-1} (a mesh run: the d its mesh.kind works in, 3 for 'icosphere')", min=2)
     H: int = _f(4, "number of heads (velocities are averaged over heads)", min=1)
     heads: str = _f("gradient", "'gradient' (A = D, V = s D, energy defined) or 'general' (A, V evolve separately)", choices=("gradient", "general"))
     sign: int = _f(-1, "s = -1: the paper's energy-descent convention; s = +1: clustering (attention) convention", choices=(-1, 1))
@@ -105,6 +106,7 @@ class InitialSection:
 
 @dataclass(frozen=True)
 class MeshSection:
+    kind: str = _f("icosphere", "the geometry (spherepde.geometry.protocol.GEOMETRIES): 'icosphere' is the triangulated sphere S^2 (icosphere of mesh.level, or mesh.file)", choices=lambda: GEOMETRIES.names(aliases=True))
     level: int = _f(8, "icosphere subdivision n (20 n^2 cells; 8 -> 1280, 16 -> 5120 cells)", min=1)
     file: str = _f("", "read the mesh from this file instead (.npz/.vtp/.vtk/.ply/.obj/.stl)")
 
@@ -360,8 +362,11 @@ def _check_consistency(cfg: Config, base_dir: Path | None) -> None:
     _check_sanity_bounds(cfg)
     if solver == "both" and cfg.solver.dt:
         raise ConfigError("solver.dt: with run.solver = 'both' the mesh step is adaptive (dt = 0) and tokens use the weight grid step")
-    if solver in ("mesh", "both") and model.d != 3:
-        raise ConfigError(f"model.d: the mesh solver works on S^2 (d = 3), got d = {model.d}; use run.solver = 'particles' for other d")
+    if solver in ("mesh", "both"):
+        try:
+            check_dimension(geometry_dimension(cfg.mesh.kind), model.d)
+        except ValueError as exc:
+            raise ConfigError(f"model.d: {exc}") from None
     integ = cfg.integrator
     for kind in ("particles",) if solver == "particles" else ("mesh",):
         try:

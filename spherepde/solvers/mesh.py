@@ -52,6 +52,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from spherepde.attention import SUMMATION_MODES, attention_moments
+from spherepde.geometry.protocol import check_dimension, geometry_of
 from spherepde.model.columns import MESH_COLUMNS
 from spherepde.model.energy import EnergyBalance, cluster_table, state_rates, weighted_clusters
 from spherepde.model.fused import fused_rates, martingale_from_moments
@@ -62,7 +63,6 @@ from spherepde.solvers.fv import (
     cell_fields,
     cfl_bound,
     face_values,
-    fv_geometry,
     fv_rhs,
     midpoint_edge_velocity,
     potential_edge_velocity,
@@ -190,8 +190,8 @@ class MeshSolver:
     ):
         if not isinstance(path, WeightPath):
             raise TypeError(f"path must be a WeightPath, got {type(path).__name__}")
-        if path.d != 3:
-            raise ValueError(f"the mesh solver works on S^2 (d = 3), but the weight path has d = {path.d}")
+        geom = geometry_of(mesh)
+        check_dimension(geom.d, path.d)
         if velocity not in VELOCITY_FORMS:
             raise ValueError(f"unknown velocity form {velocity!r}; use one of {VELOCITY_FORMS}")
         if velocity == "potential" and not path.is_gradient and velocity_field is None:
@@ -210,7 +210,7 @@ class MeshSolver:
         diagnostics_tol = _positive("diagnostics_tol", diagnostics_tol, none=" (or None for summation_tol)")
         dt = _positive("dt", dt, none=" (or None for adaptive steps)")
         self.mesh = mesh
-        self.geom = fv_geometry(mesh)
+        self.geom = geom
         self.path = path
         self.velocity = velocity
         self.order = int(order)
@@ -232,7 +232,7 @@ class MeshSolver:
                 raise ValueError("atoms = True (collapsed clusters carried as point masses) needs integrator = 'implicit'")
             if not path.is_gradient or velocity != "potential" or velocity_field is not None:
                 raise ValueError("atoms = True needs gradient heads and the potential velocity")
-        h_mesh = float(np.mean(mesh.edge_lengths))
+        h_mesh = float(np.mean(geom.edge_lengths))
         self.atom_spread = _positive("atom_spread", h_mesh if atom_spread is None else atom_spread)
         self.atom_radius = _positive("atom_radius", 2.5 * h_mesh if atom_radius is None else atom_radius)
         self.atom_min_mass = _positive("atom_min_mass", atom_min_mass)
