@@ -239,7 +239,15 @@ def load_mesh(spec: MeshSpec) -> SphereMesh:
     )
 
 
-@GEOMETRIES.register("icosphere", d=3, about="a triangulated sphere S^2: the icosphere of mesh.level (20 level^2 cells), or the closed surface mesh in mesh.file")
+def _surface_cells(section) -> float | None:
+    """The cell count of :func:`surface_mesh` before it is built (None for a file: known once read)."""
+    return None if section.file else 20.0 * float(section.level) ** 2
+
+
+@GEOMETRIES.register(
+    "icosphere", d=3, cells=_surface_cells,
+    about="a triangulated sphere S^2: the icosphere of mesh.level (20 level^2 cells), or the closed surface mesh in mesh.file",
+)
 def surface_mesh(section) -> SphereMesh:
     """The triangulated sphere of a config's mesh section: ``read_mesh(section.file)`` if a file is given, else ``icosphere(section.level)``."""
     if section.file:

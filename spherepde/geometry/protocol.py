@@ -30,7 +30,9 @@ its geometry through ``mesh.geometry()``; a geometry is its own mesh for the sol
 geometry of a triangulated sphere (icosphere or mesh file).
 
 Registry: :data:`GEOMETRIES` (config key ``mesh.kind``). An entry is a builder
-``build(mesh_section) -> mesh`` registered with the ambient dimension it supports (``d=``);
+``build(mesh_section) -> mesh`` registered with the ambient dimension it supports (``d=``)
+and, optionally, ``cells=`` a function of the mesh section giving the cell count before the
+mesh is built (None when unknown; the config's memory estimate reads it);
 :func:`check_dimension` is the one place that refuses another d (the config calls it with
 the entry's d before a run, the solver with the geometry's d).
 """
@@ -43,7 +45,7 @@ import numpy as np
 
 from spherepde._registry import Registry
 
-__all__ = ["GEOMETRIES", "Geometry", "check_dimension", "geometry_dimension", "geometry_of"]
+__all__ = ["GEOMETRIES", "Geometry", "check_dimension", "geometry_dimension", "geometry_of", "local_maxima"]
 
 #: The meshes a run can use, by ``mesh.kind``: builders ``build(mesh_section) -> mesh`` with info ``d`` (ambient dimension).
 GEOMETRIES = Registry("geometry", key="mesh.kind")
@@ -96,3 +98,17 @@ def check_dimension(geometry_d: int, d: int) -> None:
         raise ValueError(
             f"the mesh solver works on S^{int(geometry_d) - 1} (d = {int(geometry_d)}), got d = {d}; use run.solver = 'particles' for other d"
         )
+
+
+def local_maxima(geom: Geometry, values) -> np.ndarray:
+    """Cells whose value is >= the value of every neighbour across a face, bool (nc,).
+
+    Built from the faces (``edge_cells``) alone, so it holds for any geometry; for a
+    triangulated sphere it equals ``np.all(values[:, None] >= values[neighbors], axis=1)``.
+    """
+    values = np.asarray(values)
+    c, n = geom.edge_cells[:, 0], geom.edge_cells[:, 1]
+    out = np.ones(geom.n_cells, dtype=bool)
+    out[c[~(values[c] >= values[n])]] = False
+    out[n[~(values[n] >= values[c])]] = False
+    return out

@@ -754,8 +754,9 @@ def estimate_memory(cfg: Config) -> list[tuple[float, str, str, str]]:
         key = "model.H" if H > n else "initial.n"
         terms.append((sums, key, f"the attention sums of initial.n = {ini.n} tokens x model.H = {m.H} heads need {format_bytes(sums)}", f"reduce {key}"))
         snap_bytes += n * d * 8
-    if solver in ("mesh", "both") and not cfg.mesh.file:
-        nc = 20.0 * float(cfg.mesh.level) ** 2
+    cells = GEOMETRIES.entry(cfg.mesh.kind).info.get("cells") if solver in ("mesh", "both") else None
+    nc = cells(cfg.mesh) if cells is not None else None  # None: not known before the mesh is built (a file)
+    if nc is not None:
         mesh = nc * (MESH_BYTES_PER_CELL[0] + MESH_BYTES_PER_CELL[1] * H)
         key = "model.H" if MESH_BYTES_PER_CELL[1] * H > MESH_BYTES_PER_CELL[0] * 4 else "mesh.level"
         terms.append((mesh, key, f"mesh.level = {cfg.mesh.level} ({nc:.3g} cells) with model.H = {m.H} heads needs {format_bytes(mesh)}", f"reduce {key}"))

@@ -1,14 +1,15 @@
 """Finite-volume building blocks of the mesh solver (docs/model.md §1.3 and §4).
 
-The Transformer PDE  d_t rho + div_S(rho v) = 0  on S^2 is discretised with cell
-averages rho_c on a triangulated sphere (:class:`spherepde.geometry.mesh.SphereMesh`):
+The Transformer PDE  d_t rho + div_S(rho v) = 0  on S^{d-1} is discretised with cell
+averages rho_c on a geometry of :mod:`spherepde.geometry.protocol` (a triangulated S^2,
+:class:`spherepde.geometry.mesh.SphereMesh`, is the one registered):
 
     d rho_c / dt = -(1/|C_c|) sum_{e in dC_c} s_ce |e| F_e,
     F_e = u_e^+ rho_c^e + u_e^- rho_n^e                                   (upwind)
 
-where, for edge e with ``edge_cells[e] = (c, n)``, u_e is the normal velocity along
-``edge_normals[e]`` (pointing from c into n), s_ce = ``cell_edge_signs`` and rho_c^e,
-rho_n^e are the values of rho reconstructed at the edge midpoint from the two sides
+where, for face (edge) e with ``edge_cells[e] = (c, n)``, u_e is the normal velocity along
+``edge_normals[e]`` (pointing from c into n), s_ce = ``cell_face_signs`` and rho_c^e,
+rho_n^e are the values of rho reconstructed at the face from the two sides
 (Carrillo, Chertock & Huang, Commun. Comput. Phys. 17, 2015, adapted to the sphere).
 
 Edge velocities (two forms, :func:`edge_velocity`):
@@ -59,9 +60,9 @@ positive when every stage obeys it, which the solver checks):
   reconstructed values (rho_c^new >= rho_c - dt/|C_c| sum_k |e_k| w_ck^+ rho_c^{e_k}).
   Half the first-order bound alone does not guarantee positivity on triangles: with one
   outflow edge the face value can reach ~2--3 rho_c. The second term is never below
-  min_c |C_c| / (3 max_k |e_k| w_ck^+) because the reconstruction is mean-preserving
-  (rho_c = (1/3) sum_k rho_c^{e_k}); for smooth data it is ~ the first-order bound, so
-  in practice the bound is half the first-order one.
+  min_c |C_c| / (k_c max_k |e_k| w_ck^+) (k_c faces; 3 on triangles) because the
+  reconstruction is mean-preserving (rho_c = (1/k_c) sum_k rho_c^{e_k}); for smooth data it
+  is ~ the first-order bound, so in practice the bound is half the first-order one.
 
 Kernels (Numba, :mod:`spherepde._numba`): reconstruction, flux + divergence gather,
 CFL bound. Each has a NumPy reference in :mod:`spherepde.solvers._reference` (tests only). The divergence is a

@@ -123,7 +123,7 @@ class MeshSolver:
 
     Parameters
     ----------
-    mesh : SphereMesh.
+    mesh : SphereMesh, or any mesh whose ``geometry()`` is a :class:`~spherepde.geometry.protocol.Geometry`.
     rho0 : (nc,) initial cell densities, non-negative with sum rho |C| = 1 (an
         unnormalised density is normalised, with a warning).
     path : WeightPath with d = 3.

@@ -10,7 +10,7 @@ import pytest
 from spherepde.cli.main import main
 from spherepde.geometry.mesh import SphereMesh
 from spherepde.geometry.meshfiles import icosphere
-from spherepde.geometry.protocol import GEOMETRIES, Geometry
+from spherepde.geometry.protocol import GEOMETRIES, Geometry, local_maxima
 from spherepde.geometry.reconstruction import limited_linear
 from spherepde.geometry.surface import fv_geometry
 from spherepde.solvers import fv
@@ -126,3 +126,12 @@ def test_kernels_follow_the_csr_order_of_any_geometry():
         np.testing.assert_allclose(ft.reshape(-1, 3)[:, ::-1], fi, rtol=1e-13, atol=1e-15)
         np.testing.assert_allclose(fv.fv_rhs(toy, ft, u), fv.fv_rhs(inner, fi, u), rtol=1e-12, atol=1e-12)
         assert fv.cfl_bound(toy, u, order, rho, ft) == pytest.approx(fv.cfl_bound(inner, u, order, rho, fi), rel=1e-13)
+
+
+def test_local_maxima_from_the_faces_alone():
+    inner = fv_geometry(icosphere(4))
+    rng = np.random.default_rng(1)
+    for values in (rng.random(inner.n_cells), np.round(rng.random(inner.n_cells), 1)):  # ties included
+        expected = np.all(values[:, None] >= values[inner.neighbors], axis=1)
+        np.testing.assert_array_equal(local_maxima(inner, values), expected)
+        np.testing.assert_array_equal(local_maxima(ToyGeometry(inner, reversed_slots=True), values), expected)
