@@ -37,6 +37,7 @@ __all__ = ["FVGeometry", "cell_nodes", "fv_geometry"]
 
 log = logging.getLogger(__name__)
 
+
 def _log_map(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """Logarithmic map log_x(y) of the unit sphere, row-wise: tangent at x, length = geodesic distance."""
     xy = np.sum(x * y, axis=-1, keepdims=True)
@@ -56,10 +57,11 @@ class FVGeometry:
 
     Attributes
     ----------
-    The protocol's members: nodes (nc, 3), areas (nc,), edge_cells (ne, 2) int64,
-    edge_lengths (ne,), edge_normals (ne, 3), edge_midpoints (ne, 3), node_distances (ne,),
-    face_offsets (nc + 1,) = 3 c, cell_faces (3 nc,), cell_face_signs (3 nc,),
-    face_slots (ne, 2) = 3 edge_cells + edge_slot, d = 3, slot_shape (nc, 3).
+    The protocol's members: nodes (nc, 3) (below), areas (nc,), edge_cells (ne, 2) int64,
+    edge_lengths (ne,), edge_normals (ne, 3), edge_midpoints (ne, 3), node_distances (ne,)
+    (below), face_offsets (nc + 1,) = 3 c, cell_faces (3 nc,), cell_face_signs (3 nc,),
+    face_slots (ne, 2) = 3 edge_cells + edge_slot, d = 3, slot_shape (nc, 3), and
+    :meth:`reconstruct`.
     The triangle layout of the same connectivity: cell_edges (nc, 3) int64,
     cell_edge_signs (nc, 3), neighbors (nc, 3) int64 (the cell across each edge),
     edge_slot (ne, 2) int64 : ``cell_edges[edge_cells[e, i], edge_slot[e, i]] == e``.

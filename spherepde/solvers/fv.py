@@ -73,7 +73,6 @@ two loop iterations write the same entry. Face values are arrays in slot order, 
 
 from __future__ import annotations
 
-import logging
 import math
 
 import numpy as np
@@ -101,8 +100,6 @@ __all__ = [
     "rigid_rotation_edge_velocity",
     "scheme_g2",
 ]
-
-log = logging.getLogger(__name__)
 
 #: Edge-velocity forms accepted by :func:`edge_velocity` and the mesh solver.
 VELOCITY_FORMS = ("potential", "midpoint")
