@@ -135,3 +135,30 @@ def test_local_maxima_from_the_faces_alone():
         expected = np.all(values[:, None] >= values[inner.neighbors], axis=1)
         np.testing.assert_array_equal(local_maxima(inner, values), expected)
         np.testing.assert_array_equal(local_maxima(ToyGeometry(inner, reversed_slots=True), values), expected)
+
+
+def test_the_references_serve_any_geometry():
+    from spherepde.solvers import _reference as ref
+
+    inner = fv_geometry(icosphere(3))
+    toy = ToyGeometry(inner, reversed_slots=True)
+    rng = np.random.default_rng(2)
+    rho, u = rng.random(inner.n_cells), rng.standard_normal(inner.n_edges)
+    for order in (1, 2):
+        f = fv.face_values(toy, rho, order)
+        np.testing.assert_allclose(fv.fv_rhs(toy, f, u), ref.fv_rhs_reference(toy, f, u), rtol=1e-12, atol=1e-12)
+        assert fv.cfl_bound(toy, u, order, rho, f) == pytest.approx(ref.cfl_bound_reference(toy, u, order, rho, f), rel=1e-14)
+
+
+def test_the_config_asks_the_registry_for_mesh_kind(tmp_path, toy_kind):
+    from spherepde.runs.config import ConfigError, load_config
+
+    cfg = tmp_path / "toy.toml"
+    cfg.write_text(CONFIG.format(kind=toy_kind))
+    assert load_config(cfg).mesh.kind == "toy"
+    GEOMETRIES.unregister(toy_kind)
+    try:
+        with pytest.raises(ConfigError, match="mesh.kind"):
+            load_config(cfg)
+    finally:
+        GEOMETRIES.register(toy_kind, build_toy, d=3)
