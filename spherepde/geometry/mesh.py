@@ -33,6 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from spherepde._base import atomic_file, load_arrays
+from spherepde.geometry.surface import FVGeometry, fv_geometry
 
 __all__ = [
     "MeshError",
@@ -387,6 +388,11 @@ class SphereMesh:
     def n_vertices(self) -> int:
         """Number of vertices ``nv = nc / 2 + 2``."""
         return int(self.points.shape[0])
+
+    def geometry(self) -> FVGeometry:
+        """The finite-volume geometry of this mesh (:class:`~spherepde.geometry.surface.FVGeometry`,
+        the :class:`~spherepde.geometry.protocol.Geometry` the solver reads), built once."""
+        return fv_geometry(self)
 
     # -- topology ----------------------------------------------------------------------
     @functools.cached_property

@@ -3,7 +3,9 @@
 * :func:`icosphere` -- meshzoo's icosahedral sphere with 20 n^2 cells, cached per level;
 * :func:`read_mesh` / :func:`write_mesh` -- ``.npz`` (:meth:`SphereMesh.save`) or any
   closed triangulated surface PyVista reads (``.vtk .vtp .ply .obj .stl``);
-* :func:`load_mesh` -- a :class:`SphereMesh`, an icosphere level, ``"icosphere:N"`` or a path.
+* :func:`load_mesh` -- a :class:`SphereMesh`, an icosphere level, ``"icosphere:N"`` or a path;
+* :func:`surface_mesh` -- the mesh of a config's mesh section, registered as the geometry
+  ``mesh.kind = "icosphere"`` (:data:`spherepde.geometry.protocol.GEOMETRIES`).
 
 PyVista is imported only when a non-``.npz`` file is read or written.
 """
@@ -21,8 +23,9 @@ from pathlib import Path
 import numpy as np
 
 from spherepde.geometry.mesh import PYVISTA_EXTENSIONS, MeshError, SphereMesh
+from spherepde.geometry.protocol import GEOMETRIES
 
-__all__ = ["icosphere", "icosphere_bytes", "load_mesh", "mesh_level_for_cells", "read_mesh", "write_mesh"]
+__all__ = ["icosphere", "icosphere_bytes", "load_mesh", "mesh_level_for_cells", "read_mesh", "surface_mesh", "write_mesh"]
 
 
 # --------------------------------------------------------------------------------------
@@ -234,3 +237,19 @@ def load_mesh(spec: MeshSpec) -> SphereMesh:
         f"cannot make a mesh from {type(spec).__name__}; give a SphereMesh, an "
         "icosphere level, 'icosphere:N' or a file path."
     )
+
+
+def _surface_cells(section) -> float | None:
+    """The cell count of :func:`surface_mesh` before it is built (None for a file: known once read)."""
+    return None if section.file else 20.0 * float(section.level) ** 2
+
+
+@GEOMETRIES.register(
+    "icosphere", d=3, cells=_surface_cells,
+    about="a triangulated sphere S^2: the icosphere of mesh.level (20 level^2 cells), or the closed surface mesh in mesh.file",
+)
+def surface_mesh(section) -> SphereMesh:
+    """The triangulated sphere of a config's mesh section: ``read_mesh(section.file)`` if a file is given, else ``icosphere(section.level)``."""
+    if section.file:
+        return read_mesh(section.file)
+    return icosphere(section.level)

@@ -15,17 +15,32 @@ import numpy as np
 
 from spherepde._base import atomic_file, atomic_write_text
 
-__all__ = ["write_density_vtp", "write_pvd", "density_polydata", "write_tokens_vtp"]
+__all__ = ["write_density_vtp", "write_pvd", "density_polydata", "polygon_connectivity", "write_tokens_vtp"]
+
+
+def polygon_connectivity(cells) -> np.ndarray:
+    """VTK's flat polygon list ``[k_0, i_0 .. , k_1, j_0 .., ...]`` of ``cells``, int64.
+
+    ``cells`` is an (nc, k) integer array (every cell a k-gon: triangles, quads, ...) or a
+    sequence of vertex-index sequences of any lengths (k >= 3 each).
+    """
+    if isinstance(cells, np.ndarray) and cells.ndim == 2:
+        return np.hstack([np.full((cells.shape[0], 1), cells.shape[1]), cells]).ravel()
+    rows = [np.asarray(c, dtype=np.int64).ravel() for c in cells]
+    if any(r.size < 3 for r in rows):
+        raise ValueError("every polygon needs at least 3 vertices")
+    return np.concatenate([np.concatenate([[r.size], r]) for r in rows]).astype(np.int64) if rows else np.empty(0, np.int64)
 
 
 def density_polydata(mesh, rho):
-    """A ``pyvista.PolyData`` of the mesh with cell data ``rho`` (density) and ``mass`` (rho |C|)."""
+    """A ``pyvista.PolyData`` of the mesh (``mesh.points``, polygons ``mesh.cells`` of any
+    vertex count, :func:`polygon_connectivity`) with cell data ``rho`` (density) and ``mass`` (rho |C|)."""
     import pyvista as pv
 
     rho = np.asarray(rho, float)
     if rho.shape != (mesh.n_cells,):
         raise ValueError(f"density has shape {rho.shape}, expected ({mesh.n_cells},)")
-    faces = np.hstack([np.full((mesh.n_cells, 1), 3), mesh.cells]).ravel()
+    faces = polygon_connectivity(mesh.cells)
     poly = pv.PolyData(np.asarray(mesh.points, float), faces)
     poly.cell_data["rho"] = rho
     poly.cell_data["mass"] = rho * mesh.areas

@@ -24,6 +24,7 @@ from typing import Any
 
 from spherepde._base import ConfigError, available_memory, format_bytes, load_arrays
 from spherepde.attention.sums import SUMMATION_MODES
+from spherepde.geometry.protocol import GEOMETRIES, check_dimension, geometry_dimension
 from spherepde.model.columns import SOLVERS
 from spherepde.model.weights import PROCESSES, configurable_processes
 from spherepde.solvers.integrators import OptionError, get_stepper, integrator_names
@@ -63,7 +64,7 @@ class RunSection:
 
 @dataclass(frozen=True)
 class ModelSection:
-    d: int = _f(3, "ambient dimension: tokens live on S^{d-1} (the mesh solver needs d = 3)", min=2)
+    d: int = _f(3, "ambient dimension: tokens live on S^{d-1} (a mesh run: the d its mesh.kind works in, 3 for 'icosphere')", min=2)
     H: int = _f(4, "number of heads (velocities are averaged over heads)", min=1)
     heads: str = _f("gradient", "'gradient' (A = D, V = s D, energy defined) or 'general' (A, V evolve separately)", choices=("gradient", "general"))
     sign: int = _f(-1, "s = -1: the paper's energy-descent convention; s = +1: clustering (attention) convention", choices=(-1, 1))
@@ -108,6 +109,7 @@ class InitialSection:
 
 @dataclass(frozen=True)
 class MeshSection:
+    kind: str = _f("icosphere", "the geometry (spherepde.geometry.protocol.GEOMETRIES): 'icosphere' is the triangulated sphere S^2 (icosphere of mesh.level, or mesh.file)", choices=lambda: GEOMETRIES.names(aliases=True))
     level: int = _f(8, "icosphere subdivision n (20 n^2 cells; 8 -> 1280, 16 -> 5120 cells)", min=1)
     file: str = _f("", "read the mesh from this file instead (.npz/.vtp/.vtk/.ply/.obj/.stl)")
 
@@ -377,8 +379,11 @@ def _check_consistency(cfg: Config, base_dir: Path | None) -> None:
     _check_sanity_bounds(cfg)
     if solver == "both" and cfg.solver.dt:
         raise ConfigError("solver.dt: with run.solver = 'both' the mesh step is adaptive (dt = 0) and tokens use the weight grid step")
-    if solver in ("mesh", "both") and model.d != 3:
-        raise ConfigError(f"model.d: the mesh solver works on S^2 (d = 3), got d = {model.d}; use run.solver = 'particles' for other d")
+    if solver in ("mesh", "both"):
+        try:
+            check_dimension(geometry_dimension(cfg.mesh.kind), model.d)
+        except ValueError as exc:
+            raise ConfigError(f"model.d: {exc}") from None
     _check_solver_options(cfg)
     if (ini.sample or ini.noise) and solver == "particles":
         raise ConfigError("initial.sample / initial.noise: these shape a mesh density; a particle run draws its tokens directly (remove them)")
@@ -735,8 +740,9 @@ def estimate_memory(cfg: Config) -> list[tuple[float, str, str, str]]:
         key = "model.H" if H > n else "initial.n"
         terms.append((sums, key, f"the attention sums of initial.n = {ini.n} tokens x model.H = {m.H} heads need {format_bytes(sums)}", f"reduce {key}"))
         snap_bytes += n * d * 8
-    if solver in ("mesh", "both") and not cfg.mesh.file:
-        nc = 20.0 * float(cfg.mesh.level) ** 2
+    cells = GEOMETRIES.entry(cfg.mesh.kind).info.get("cells") if solver in ("mesh", "both") else None
+    nc = cells(cfg.mesh) if cells is not None else None  # None: not known before the mesh is built (a file)
+    if nc is not None:
         mesh = nc * (MESH_BYTES_PER_CELL[0] + MESH_BYTES_PER_CELL[1] * H)
         key = "model.H" if MESH_BYTES_PER_CELL[1] * H > MESH_BYTES_PER_CELL[0] * 4 else "mesh.level"
         terms.append((mesh, key, f"mesh.level = {cfg.mesh.level} ({nc:.3g} cells) with model.H = {m.H} heads needs {format_bytes(mesh)}", f"reduce {key}"))

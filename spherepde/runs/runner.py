@@ -191,12 +191,12 @@ def build_weight_path(cfg: Config, *, seed: int | None = None) -> WeightPath:
 
 
 def build_mesh(cfg: Config):
-    from spherepde.geometry.meshfiles import icosphere, read_mesh
+    """The mesh of a mesh run: the builder registered as ``mesh.kind`` applied to the mesh section."""
+    from spherepde.geometry.protocol import GEOMETRIES
 
-    if cfg.mesh.file:
-        with _FileContext("mesh.file", cfg.mesh.file):
-            return read_mesh(cfg.mesh.file)
-    return icosphere(cfg.mesh.level)
+    build = GEOMETRIES.get(cfg.mesh.kind)
+    with _FileContext("mesh.file", cfg.mesh.file, active=bool(cfg.mesh.file)):
+        return build(cfg.mesh)
 
 
 def build_initial_density(cfg: Config, mesh):

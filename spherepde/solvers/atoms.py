@@ -25,6 +25,7 @@ import math
 import numpy as np
 
 from spherepde.attention import attention_moments
+from spherepde.geometry.protocol import local_maxima
 from spherepde.model.fused import fused_rates
 from spherepde.model.velocity import HeadFields, project, velocity_from_fields
 from spherepde.solvers.errors import positive
@@ -212,8 +213,7 @@ class PointMasses:
         g = self.geom
         tree = self.node_tree()
         changed = False
-        nb = g.neighbors
-        cand = np.flatnonzero((rho >= DENSE_FLOOR) & np.all(rho[:, None] >= rho[nb], axis=1))
+        cand = np.flatnonzero((rho >= DENSE_FLOOR) & local_maxima(g, rho))
         for c in cand[np.argsort(-rho[cand], kind="stable")]:
             if masses[c] <= 0.0:
                 continue

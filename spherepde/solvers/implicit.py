@@ -5,8 +5,9 @@ first-order upwind scheme of :mod:`spherepde.solvers.fv` is linear in rho:
 
     |C_c| d rho_c/dt = -(K rho)_c,   K = sum_e |e| [ u_e^+ (1_c - 1_n) 1_c^T + u_e^- (1_c - 1_n) 1_n^T ]
 
-for every edge e = (c, n) (``edge_cells``; u_e along the normal from c into n, u^+ = max(u, 0),
-u^- = min(u, 0)). One backward-Euler step of size h solves
+for every face e = (c, n) of the geometry (``edge_cells``, :mod:`spherepde.geometry.protocol`;
+u_e along the normal from c into n, u^+ = max(u, 0), u^- = min(u, 0)): the operator is
+assembled face by face, so it holds for any number of faces per cell. One backward-Euler step of size h solves
 
     (C + h K) rho^{n+1} = C rho^n,   C = diag(|C_c|).
 
@@ -32,12 +33,12 @@ import numpy as np
 import scipy.sparse as sps
 import scipy.sparse.linalg as spla
 
-from spherepde.solvers.fv import FVGeometry
+from spherepde.geometry.protocol import Geometry
 
 __all__ = ["implicit_flux", "implicit_upwind_step", "upwind_matrix"]
 
 
-def upwind_matrix(geom: FVGeometry, u) -> sps.csc_matrix:
+def upwind_matrix(geom: Geometry, u) -> sps.csc_matrix:
     """The first-order upwind transport matrix K of the module docstring, (nc, nc) sparse.
 
     ``|C| d rho/dt = -K rho`` reproduces :func:`spherepde.solvers.fv.fv_rhs` at order 1.
@@ -55,7 +56,7 @@ def upwind_matrix(geom: FVGeometry, u) -> sps.csc_matrix:
     return sps.csc_matrix((vals, (rows, cols)), shape=(nc, nc))
 
 
-def implicit_upwind_step(geom: FVGeometry, rho, u, h: float) -> np.ndarray:
+def implicit_upwind_step(geom: Geometry, rho, u, h: float) -> np.ndarray:
     """rho^{n+1} solving (C + h K(u)) rho^{n+1} = C rho^n (module docstring), shape (nc,).
 
     Non-negative for non-negative ``rho`` and any h > 0, mass-conserving. Tiny negative
@@ -74,7 +75,7 @@ def implicit_upwind_step(geom: FVGeometry, rho, u, h: float) -> np.ndarray:
     return new
 
 
-def implicit_flux(geom: FVGeometry, rho, u) -> np.ndarray:
+def implicit_flux(geom: Geometry, rho, u) -> np.ndarray:
     """Upwind edge fluxes F_e = u_e^+ rho_c + u_e^- rho_n of the (first-order) values ``rho``, (ne,)."""
     c, n = geom.edge_cells[:, 0], geom.edge_cells[:, 1]
     u = np.asarray(u, dtype=np.float64)

@@ -43,6 +43,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from spherepde.attention import SUMMATION_MODES
+from spherepde.geometry.protocol import check_dimension, geometry_of
 from spherepde.model.clusters import cluster_table, weighted_clusters
 from spherepde.model.columns import MESH_COLUMNS
 from spherepde.model.energy import EnergyBalance, state_rates
@@ -56,7 +57,6 @@ from spherepde.solvers.fv import (
     cell_fields,
     cfl_bound,
     face_values,
-    fv_geometry,
     fv_rhs,
     midpoint_edge_velocity,
     potential_edge_velocity,
@@ -85,7 +85,7 @@ class MeshSolver:
 
     Parameters
     ----------
-    mesh : SphereMesh.
+    mesh : SphereMesh, or any mesh whose ``geometry()`` is a :class:`~spherepde.geometry.protocol.Geometry`.
     rho0 : (nc,) initial cell densities, non-negative with sum rho |C| = 1 (an
         unnormalised density is normalised, with a warning).
     path : WeightPath with d = 3.
@@ -131,8 +131,8 @@ class MeshSolver:
                  atom_min_mass: float = 1e-3, merge_radius: float = 1e-2):
         if not isinstance(path, WeightPath):
             raise TypeError(f"path must be a WeightPath, got {type(path).__name__}")
-        if path.d != 3:
-            raise ValueError(f"the mesh solver works on S^2 (d = 3), but the weight path has d = {path.d}")
+        geom = geometry_of(mesh)
+        check_dimension(geom.d, path.d)
         self.stepper = self.check_options(integrator=integrator, order=order, velocity=velocity, gradient=path.is_gradient,
                                           atoms=bool(atoms), prescribed=velocity_field is not None)
         self.integrator = self.stepper.name
@@ -146,11 +146,11 @@ class MeshSolver:
         self.dt = positive("dt", dt, none=" (or None for adaptive steps)")
         self.tol = positive("tol", tol)
         self.dt_max = positive("dt_max", dt_max, none=" (or None)")
-        self.mesh, self.geom, self.path = mesh, fv_geometry(mesh), path
+        self.mesh, self.geom, self.path = mesh, geom, path
         self.velocity, self.order, self.cfl, self.check = velocity, int(order), cfl, bool(check)
         self.velocity_field, self.summation = velocity_field, summation
         self.atoms = bool(atoms)
-        self.points = PointMasses(self.geom, float(np.mean(mesh.edge_lengths)), spread=atom_spread, radius=atom_radius,
+        self.points = PointMasses(self.geom, float(np.mean(geom.edge_lengths)), spread=atom_spread, radius=atom_radius,
                                   min_mass=atom_min_mass, merge_radius=merge_radius)
         #: implicit integrator: the step proposed for the next step (NaN: not yet chosen)
         self.h_next = float("nan")
