@@ -12,7 +12,7 @@ so caching, threading and floating-point flags are chosen once:
   the sums is what lets LLVM vectorise them; the result still does not depend on the thread
   count. Not ``contract`` (fused multiply-add): with it a kernel compiled in the running
   process and the same kernel loaded from the on-disk cache differed in the last bit, so the
-  first run after an install was not bit for bit a later run (tests/test_first_run.py);
+  first run after an install was not bit for bit a later run (tests/cli/test_first_run.py);
 * ``parallel`` only where a kernel is a per-target gather (no shared writes), so the
   result does not depend on the number of threads.
 """

@@ -101,7 +101,7 @@ _U = 2.0**-53
 def _round_allowance(n: int) -> float:
     """Round-off allowance rho of the scaled sums, relative to sum w: (64 + sqrt(n)/8) u.
 
-    Measured against extended-precision sums (tests/test_harmonic.py; uniform to
+    Measured against extended-precision sums (tests/attention/test_harmonic.py; uniform to
     point-like densities, L = 10..64, targets near and far from the mass, all ten
     moments): at most 20, 13 and 21 u for n = 2,880, 20,480 and 81,920 -- a safety
     factor of >= 3."""

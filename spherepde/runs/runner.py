@@ -580,7 +580,7 @@ def failure_message(exc: BaseException, folder: Path, *, t: float | None = None,
     elif not (isinstance(exc, ValueError) or type(exc).__module__.startswith("spherepde")):
         text = f"{type(exc).__name__}: {text}"
     at = f" at t = {t:.6g}" if t is not None and "at t =" not in text else ""
-    return f"run failed{at}: {text} (the folder {folder} keeps what was written; traceback in {folder / 'run.log'})"
+    return f"run failed{at}: {text} (the folder {folder} keeps what was written; traceback in {folder / LOG_FILE})"
 
 
 def _execute(cfg: Config, rf: RunFolder, solver, path: WeightPath, mesh, *, lock, start_record: int, wall0: float, progress: bool,
@@ -755,7 +755,7 @@ def _extended_path(folder: Path, old: WeightPath, cfg_new: Config) -> WeightPath
     )
     if not same:
         raise RunFolderError(
-            f"the weight path regenerated to T = {cfg_new.solver.T:g} does not continue the one in {folder / 'weights.npz'} "
+            f"the weight path regenerated to T = {cfg_new.solver.T:g} does not continue the one in {folder / WEIGHTS_FILE} "
             "(was it made by another spherepde version, or from a weights file that ends at the old T?); start a new run instead"
         )
     return new

@@ -36,7 +36,7 @@ triangulated sphere (circumcentres) and its reconstruction are described in
 :mod:`spherepde.geometry.surface`.
 
 Default: ``"potential"`` (on circumcentre nodes). Both forms are second-order consistent
-(pointwise u_e and the linear growth rates gamma_l, ``tests/test_meshsolver.py``); the
+(pointwise u_e and the linear growth rates gamma_l, ``tests/solvers/test_meshsolver.py``); the
 potential form needs the attention sums at the n_c nodes only -- which the energy
 diagnostics need at every stage anyway -- while the midpoint form adds 1.5 n_c
 edge-midpoint targets (2.5x the work per stage for gradient heads), and the potential form

@@ -830,7 +830,7 @@ def plot(results, out_dir) -> list:
         ax.loglog(Hs, e["mesh_mean"][0] * Hs**PAPER_B_OU, "k:", lw=0.8, label="paper b = -1")
         ax.set_xlabel("number of heads H")
         ax.set_ylabel(f"<G^2>, t >= {p['t_avg']:g} (dots: single paths)")
-        legend_outside(ax)  # never over the data (tests/test_pictures.py)
+        legend_outside(ax)  # never over the data (tests/viz/test_pictures.py)
         finish_figure(fig)
         paths.append(save_figure(fig, out_dir, "mesh_convergence_exponent.png", dpi=110))
     return paths

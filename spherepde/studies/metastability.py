@@ -36,7 +36,7 @@ Parts
 
 A broken scheme fails it: without point masses (``atoms=False``) collapsed clusters are
 pinned to cell nodes and the merge times miss by far more than 5 %; a flux of the wrong
-sign never forms the clusters (tests/test_validation_wrong_scheme.py).
+sign never forms the clusters (tests/studies/test_validation_wrong_scheme.py).
 """
 
 from __future__ import annotations

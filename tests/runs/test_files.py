@@ -11,7 +11,7 @@ import pytest
 
 from spherepde._base import atomic_file, atomic_savez, atomic_write_text, check_array_file, load_arrays
 
-PKG = Path(__file__).resolve().parents[1] / "spherepde"
+PKG = Path(__file__).resolve().parents[2] / "spherepde"
 
 
 def test_atomic_file_replaces_only_on_success(tmp_path):

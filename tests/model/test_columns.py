@@ -27,7 +27,7 @@ from spherepde.model.columns import (
 from spherepde.runs.config import default_config
 from spherepde.runs.runner import run
 
-GUIDE = Path(__file__).resolve().parents[1] / "docs" / "guide" / "results-as-data.md"  # the user guide's column table
+GUIDE = Path(__file__).resolve().parents[2] / "docs" / "guide" / "results-as-data.md"  # the user guide's column table
 
 TINY = {"mesh.level": 2, "model.H": 1, "initial.n": 20, "solver.T": 0.02, "output.record_dt": 0.01, "output.snapshot_dt": 0.02, "output.vtk": False}
 

@@ -14,7 +14,7 @@ from spherepde.model import statistics as st
 from spherepde.runs.sweep import analysis as sweep_analysis
 from spherepde.studies import mesh_convergence, paper_section6
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _per_H(seed=1, sizes=(5, 4, 6)):

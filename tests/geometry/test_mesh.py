@@ -10,7 +10,7 @@ import pytest
 from spherepde.geometry.mesh import MeshError, SphereMesh, spherical_triangle_areas
 from spherepde.geometry.meshfiles import icosphere, load_mesh, mesh_level_for_cells, read_mesh, write_mesh
 
-MESH_DIR = Path(__file__).resolve().parents[1] / "meshes"
+MESH_DIR = Path(__file__).resolve().parents[2] / "meshes"
 FOUR_PI = 4.0 * np.pi
 
 

@@ -1,0 +1,95 @@
+"""Point masses (solvers.atoms.PointMasses) for collapsed clusters: merge times against the two-point
+ODE (solved with SciPy in the metastability study), pinning without them, resume bit for bit, snapshots
+and both-runs that keep them."""
+
+import math
+
+import numpy as np
+import pytest
+
+import spherepde as sp
+from spherepde import densities
+from spherepde.solvers.mesh import MeshSolver
+from spherepde.studies.metastability import merge_time_ode, time_to_resultant
+
+NORTH, EAST = [0.0, 0.0, 1.0], [1.0, 0.0, 0.0]
+
+
+def frozen(beta, T, sign=1.0, dt=None, H=1):
+    return sp.generate_weight_path(sp.FrozenProcess(), H=H, d=3, T=T, dt=dt or T / 4, init="beta", beta=beta, sign=sign)
+
+
+def two_bumps(mesh, m1=0.5, theta=math.pi / 2, kappa=200.0):
+    b = [math.sin(theta), 0.0, math.cos(theta)]
+    return densities.vmf_mixture(mesh, [NORTH, b], [kappa, kappa], [m1, 1.0 - m1])
+
+
+def t_resultant(solver, T, every=0.25):
+    """First time the mean resultant reaches 0.95 (the metastability study's rule)."""
+    return time_to_resultant(solver, T, every)[0]
+
+
+# ----------------------------------------------------------------- point masses
+@pytest.mark.parametrize("m1,theta_deg", [(0.5, 90.0), (0.7, 80.0)])
+def test_merge_time_of_two_clusters_matches_the_two_point_ode(m1, theta_deg):
+    beta = 8.0
+    theta = math.radians(theta_deg)
+    t_ode = merge_time_ode(beta, m1, 1.0 - m1, theta)
+    mesh = sp.icosphere(8)
+    ms = MeshSolver(mesh, two_bumps(mesh, m1, theta), frozen(beta, 2 * t_ode, 1.0), order=1, integrator="implicit", atoms=True)
+    t95 = t_resultant(ms, 2 * t_ode)
+    assert t95 == pytest.approx(t_ode, rel=0.05)
+    ms.advance(2 * t_ode)
+    assert len(ms.points.merges) == 1 and sorted(ms.points.merges[0][1:3]) == pytest.approx(sorted([m1, 1 - m1]), abs=1e-6)
+    assert t95 == pytest.approx(t_ode, rel=0.05)
+    row = ms.record()
+    assert row["atom_mass"] == pytest.approx(1.0, abs=1e-12) and row["mass"] == pytest.approx(1.0, abs=1e-12)
+    assert row["n_clusters"] == 1
+
+
+def test_without_point_masses_the_mesh_pins_the_clusters():
+    """The broken alternative: on the mesh alone collapsed clusters sit on cell nodes and do not merge in time."""
+    beta = 8.0
+    t_ode = merge_time_ode(beta, 0.5, 0.5, math.pi / 2)
+    mesh = sp.icosphere(8)
+    ms = MeshSolver(mesh, two_bumps(mesh), frozen(beta, 2 * t_ode, 1.0), order=1, integrator="implicit")
+    assert abs(t_resultant(ms, 2 * t_ode, every=2.0) - t_ode) > 0.05 * t_ode
+
+
+def test_point_masses_resume_bit_for_bit():
+    mesh = sp.icosphere(8)
+    path = frozen(8.0, 30.0, 1.0)
+    a = MeshSolver(mesh, two_bumps(mesh), path, order=1, integrator="implicit", atoms=True)
+    a.advance(10.0)
+    st = a.get_state()
+    a.advance(30.0)
+    b = MeshSolver(mesh, two_bumps(mesh), path, order=1, integrator="implicit", atoms=True)
+    b.set_state(st)
+    b.advance(30.0)
+    assert a.step_count == b.step_count and np.array_equal(a.points.x, b.points.x) and np.array_equal(a.rho, b.rho)
+    assert a.points.merges == b.points.merges and a.record() == b.record()
+
+
+def test_snapshot_density_keeps_the_point_masses():
+    mesh = sp.icosphere(8)
+    ms = MeshSolver(mesh, two_bumps(mesh), frozen(8.0, 1.0, 1.0), order=1, integrator="implicit", atoms=True)
+    ms.advance(1.0)
+    assert len(ms.points.m) == 2
+    rho = ms.snapshot()["rho"]
+    assert np.sum(rho * ms.geom.areas) == pytest.approx(1.0, abs=1e-12)
+
+
+def test_both_run_with_point_masses_samples_and_measures_them(tmp_path):
+    """run.solver = 'both' with point masses: the tokens are drawn from the density with the point
+    masses in it, and the distances see them (not only the cells' remainder)."""
+    from spherepde.runs.runner import read_diagnostics, run
+
+    over = {"run.solver": "both", "initial.kind": "vmf", "initial.means": [NORTH, EAST], "initial.kappas": [200.0, 200.0],
+            "initial.weights": [0.7, 0.3], "model.sign": 1, "weights.process": "frozen", "weights.init": "beta", "weights.beta": 8.0,
+            "solver.T": 0.2, "output.record_dt": 0.1, "output.vtk": False, "mesh.level": 8, "initial.n": 400,
+            "solver.integrator": "implicit", "solver.atoms": True}
+    run(sp.default_config().with_overrides(over), out=tmp_path / "b", progress=False)
+    d = read_diagnostics(tmp_path / "b" / "diagnostics.csv")
+    assert d["atom_mass"][0] > 0.99  # level 8: the kappa = 200 bumps are point masses from the start
+    assert abs(d["p_mean_resultant"][0] - d["mean_resultant"][0]) < 0.05  # the tokens were drawn from them
+    assert d["w1_sliced"][-1] < 0.3  # and the distance sees them (about h at level 8; the cells alone hold almost no mass)
