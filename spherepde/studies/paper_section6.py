@@ -415,6 +415,19 @@ def _f(x, f="{:.3g}"):
 
 
 def _summary(res) -> str:
+    """The study's summary (markdown): particle tables and fits, verdicts on the paper's claims, EDI residuals,
+    the density-level comparison, the checks line."""
+    L = _summary_particles(res)
+    L.append("\n" + " ".join(_summary_verdicts(res)))
+    L += _summary_edi(res)
+    if "mesh" in res:
+        L += _summary_mesh(res)
+    L.append(checks_line(res["checks"], res["claims"]).replace("Solver checks: 0/0 pass.", "No solver checks (this study measures the paper's claims)."))
+    return "\n".join(L)
+
+
+def _summary_particles(res) -> list[str]:
+    """The particle settings, the table of time-averaged G^2 and EDI residuals, and the table of log-log fits in H."""
     p = res["params"]
     parts = res["particles"]
     L = []
@@ -442,7 +455,13 @@ def _summary(res) -> str:
         f, fh = r["fit"], r["fit_half"]
         rows.append([regime, f["b"], f"[{_f(f['ci95'][0])}, {_f(f['ci95'][1])}]", fh["b"], f"[{_f(fh['ci95'][0])}, {_f(fh['ci95'][1])}]"])
     L.append(markdown_table(["regime", f"b (t>={p['t_avg']:g})", "95% bootstrap CI", "b (2nd half)", "95% bootstrap CI"], rows))
-    # verdicts
+    return L
+
+
+def _summary_verdicts(res) -> list[str]:
+    """One verdict per regime on the paper's exponent (particles), with local slopes and the likely reason."""
+    p = res["params"]
+    parts = res["particles"]
     verdicts = []
     claims = res["claims"]
     for regime, r in parts.items():
@@ -468,7 +487,14 @@ def _summary(res) -> str:
         if regime.startswith("osc"):
             verdicts.append(f"G^2 after t = {p['t_avg']:g} stays >= {_f(min(r['G2_min_late']))} on every path "
                             + ("(away from 0)." if min(r["G2_min_late"]) > 1e-2 * max(m) else "(it approaches 0 on some path)."))
-    L.append("\n" + " ".join(verdicts))
+    return verdicts
+
+
+def _summary_edi(res) -> list[str]:
+    """The EDI residuals (paper form and exact chain rule) per regime and H."""
+    p = res["params"]
+    parts = res["particles"]
+    L = []
     if "ou" in parts:
         e = parts["ou"]["edi_max"]
         L.append(
@@ -485,52 +511,66 @@ def _summary(res) -> str:
         e = parts[regime]["edi_max"]
         L.append(f"{regime}: EDI residuals (paper / exact, relative) " + ", ".join(
             f"H = {H}: {_f(x['paper_rel'])} / {_f(x['exact_rel'])}" for x, H in zip(e, parts[regime]["H"])) + ".")
-    if "mesh" in res:
-        m = res["mesh"]
-        rows = []
-        for v in m["runs"].values():
-            rows.append([v["regime"], v["H"], v["path"], v["G2_rel_diff_t0"], v["mesh_tavg"], v["particles_tavg"], v["mesh_tavg_half"], v["particles_tavg_half"], v["G2_rel_L2_diff"]])
-        L.append(
-            f"\nDensity level: mesh icosphere level {m['level']} ({m['cells']} cells, h = {m['h']:.3g}), "
-            + ("first-order upwind " if m.get("order", 1) == 1 else "second order (limited linear reconstruction) ")
-            + f"({p['mesh_integrator']}), from the octahedral density (sigma = 0.05, i.e. bumps {0.05 / m['h']:.2g} cells wide: "
-            f"under-resolved), against n = {p['n']} particles on the SAME weight path (grid dt = {m['weights_dt']:g}, "
-            f"exact OU / oscillating transition -- coarser than the paper's 5e-3 because mesh steps never cross grid points), "
-            f"T = {m['T']:g}:\n"
-        )
-        L.append(markdown_table(["regime", "H", "path", "|dG2|/G2 at t=0", f"mesh <G2> t>={p['mesh_t_avg']:g}", "particles", "mesh <G2> 2nd half", "particles", "rel. L2 diff of G2(t)"], rows))
-        diffs = [v["G2_rel_L2_diff"] for v in m["runs"].values()]
-        L.append(
-            f"\nMesh and particles differ in G^2(t) by {min(diffs):.2g}--{max(diffs):.2g} (relative L2 over the run). "
-            "Sources: the mesh's O(h) error and numerical diffusion of the unresolved initial bumps (G^2 at t = 0 already differs "
-            f"by the quadrature of the narrow bumps), the finite-n sampling error and self-interaction of {p['n']} tokens, "
-            "and Euler in time for both."
-        )
-        if m.get("fits"):
-            rows = [[regime, ", ".join(str(h) for h in f["H"]), f["paths"],
-                     ", ".join(_f(x, "{:.3g}") for x in f["mesh_tavg_mean"]), f["mesh_fit"]["b"],
-                     f"[{_f(f['mesh_fit']['ci95'][0])}, {_f(f['mesh_fit']['ci95'][1])}]",
-                     ", ".join(_f(x, "{:.3g}") for x in f["particles_tavg_mean"]), f["particles_fit"]["b"],
-                     f"[{_f(f['particles_fit']['ci95'][0])}, {_f(f['particles_fit']['ci95'][1])}]"] for regime, f in m["fits"].items()]
-            L.append(f"\nDensity-level exponent: the log-log fit of the path mean of <G^2> (t >= {p['mesh_t_avg']:g}) against H for "
-                     f"the mesh, and for the {p['n']} particles on the same weight paths, with 95% bootstrap intervals over paths "
-                     "(nan with one path per H):\n")
-            L.append(markdown_table(["regime", "H", "paths per H", "mesh <G2> per H", "b mesh", "95% CI", "particles <G2> per H",
-                                     "b particles (same paths)", "95% CI"], rows))
-            verdict = []
-            for regime, f in m["fits"].items():
-                bm, bp = f["mesh_fit"]["b"], f["particles_fit"]["b"]
-                claim = claims[f"{regime}: b = {_paper_b(regime):g} (density level)"]
-                plo, phi = f["particles_fit"]["ci95"]
-                verdict.append(f"{regime} (density level): {claim_sentence(claim)}; the {p['n']} particles on the same paths give "
-                               f"b = {_f(bp)} [{_f(plo)}, {_f(phi)}]"
-                               + (f", {abs(bm - bp):.2g} from the mesh's." if np.isfinite(bm) and np.isfinite(bp) else "."))
-            L.append("\n" + " ".join(verdict))
-        if any("mesh_snapshots" in v for v in m["runs"].values()):
-            L.append("\nDensity snapshots of the largest-H mesh run (one per regime) are in the figure `paper_section6_mesh_snapshots.png`, "
-                     "with the particles of the same path at the final time overlaid.")
-    L.append(checks_line(res["checks"], res["claims"]).replace("Solver checks: 0/0 pass.", "No solver checks (this study measures the paper's claims)."))
-    return "\n".join(L)
+    return L
+
+
+def _summary_mesh(res) -> list[str]:
+    """The density level: mesh against particles on the same weight paths, its exponent fits and snapshots."""
+    p = res["params"]
+    m = res["mesh"]
+    rows = []
+    for v in m["runs"].values():
+        rows.append([v["regime"], v["H"], v["path"], v["G2_rel_diff_t0"], v["mesh_tavg"], v["particles_tavg"], v["mesh_tavg_half"], v["particles_tavg_half"], v["G2_rel_L2_diff"]])
+    L = [
+        f"\nDensity level: mesh icosphere level {m['level']} ({m['cells']} cells, h = {m['h']:.3g}), "
+        + ("first-order upwind " if m.get("order", 1) == 1 else "second order (limited linear reconstruction) ")
+        + f"({p['mesh_integrator']}), from the octahedral density (sigma = 0.05, i.e. bumps {0.05 / m['h']:.2g} cells wide: "
+        f"under-resolved), against n = {p['n']} particles on the SAME weight path (grid dt = {m['weights_dt']:g}, "
+        f"exact OU / oscillating transition -- coarser than the paper's 5e-3 because mesh steps never cross grid points), "
+        f"T = {m['T']:g}:\n",
+    ]
+    L.append(markdown_table(["regime", "H", "path", "|dG2|/G2 at t=0", f"mesh <G2> t>={p['mesh_t_avg']:g}", "particles", "mesh <G2> 2nd half", "particles", "rel. L2 diff of G2(t)"], rows))
+    diffs = [v["G2_rel_L2_diff"] for v in m["runs"].values()]
+    L.append(
+        f"\nMesh and particles differ in G^2(t) by {min(diffs):.2g}--{max(diffs):.2g} (relative L2 over the run). "
+        "Sources: the mesh's O(h) error and numerical diffusion of the unresolved initial bumps (G^2 at t = 0 already differs "
+        f"by the quadrature of the narrow bumps), the finite-n sampling error and self-interaction of {p['n']} tokens, "
+        "and Euler in time for both."
+    )
+    if m.get("fits"):
+        L += _summary_mesh_fits(res)
+    if any("mesh_snapshots" in v for v in m["runs"].values()):
+        L.append("\nDensity snapshots of the largest-H mesh run (one per regime) are in the figure `paper_section6_mesh_snapshots.png`, "
+                 "with the particles of the same path at the final time overlaid.")
+    return L
+
+
+def _summary_mesh_fits(res) -> list[str]:
+    """The density-level exponents: log-log fits in H for the mesh and for the particles on the same paths."""
+    p = res["params"]
+    m = res["mesh"]
+    claims = res["claims"]
+    L = []
+    rows = [[regime, ", ".join(str(h) for h in f["H"]), f["paths"],
+             ", ".join(_f(x, "{:.3g}") for x in f["mesh_tavg_mean"]), f["mesh_fit"]["b"],
+             f"[{_f(f['mesh_fit']['ci95'][0])}, {_f(f['mesh_fit']['ci95'][1])}]",
+             ", ".join(_f(x, "{:.3g}") for x in f["particles_tavg_mean"]), f["particles_fit"]["b"],
+             f"[{_f(f['particles_fit']['ci95'][0])}, {_f(f['particles_fit']['ci95'][1])}]"] for regime, f in m["fits"].items()]
+    L.append(f"\nDensity-level exponent: the log-log fit of the path mean of <G^2> (t >= {p['mesh_t_avg']:g}) against H for "
+             f"the mesh, and for the {p['n']} particles on the same weight paths, with 95% bootstrap intervals over paths "
+             "(nan with one path per H):\n")
+    L.append(markdown_table(["regime", "H", "paths per H", "mesh <G2> per H", "b mesh", "95% CI", "particles <G2> per H",
+                             "b particles (same paths)", "95% CI"], rows))
+    verdict = []
+    for regime, f in m["fits"].items():
+        bm, bp = f["mesh_fit"]["b"], f["particles_fit"]["b"]
+        claim = claims[f"{regime}: b = {_paper_b(regime):g} (density level)"]
+        plo, phi = f["particles_fit"]["ci95"]
+        verdict.append(f"{regime} (density level): {claim_sentence(claim)}; the {p['n']} particles on the same paths give "
+                       f"b = {_f(bp)} [{_f(plo)}, {_f(phi)}]"
+                       + (f", {abs(bm - bp):.2g} from the mesh's." if np.isfinite(bm) and np.isfinite(bp) else "."))
+    L.append("\n" + " ".join(verdict))
+    return L
 
 
 # ------------------------------------------------------------------------------- plot
