@@ -18,9 +18,8 @@ machine slows both alike); only the ratios are meant to be compared across machi
 NumPy baselines are timed with OpenBLAS at its default thread count and at one thread
 (set through ctypes where possible), and the faster of the two is used.
 The report carries the core count, the Numba threading layer and the load average.
-``--quick`` uses fewer sizes and heads (most of the full run is the direct-sum step of (e) on
-20,480 cells). The same code runs as
-``python benchmarks/bench.py``.
+``--quick`` uses fewer sizes, heads and steps, and level 16 alone in (e). The same code
+runs as ``python benchmarks/bench.py``.
 """
 
 from __future__ import annotations
@@ -396,7 +395,7 @@ def bench_density_study(quick: bool, *, levels=None, H: int = 100, steps: int | 
     * ``fused``: the default (fast sums with per-block degrees, moments at
       ``diagnostics_tol`` = 1e-6, the fused rate kernel);
     * ``numpy``: the same sums with every moment at ``summation_tol`` and the NumPy
-      head reductions (``velocity_from_fields``, ``state_rates``), the route before;
+      head reductions (``velocity_from_fields``, ``state_rates``), the unfused route;
     * ``direct``: direct summation (one step; O(N^2 H)).
 
     Reports the wall per step and per unit time, the T = 20 path projected from these first

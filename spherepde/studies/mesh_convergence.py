@@ -34,10 +34,10 @@ mean from the converged mesh value is the finite-n effect (bias plus the samplin
 interval shows); the mesh-to-converged difference is the discretisation error. The spread
 over samples should shrink like n^{-1/2} (pooled over paths, a fitted slope is reported).
 
-Solver checks (bands from the measured data, see SIZES; each fails for a wrong scheme):
+Solver checks (bands per size in SIZES; each fails for a wrong scheme):
 
 * order 2, the relative change of <G^2> between the two finest levels, max over paths <=
-  ``change_max`` (the sequence has settled; order 1 changes by ~4x more);
+  ``change_max`` (the sequence has settled; the slower order-1 sequence changes more);
 * order 2, observed order in h from the path-averaged successive differences
   |G(l_2) - G(l_1)|, |G(l_3) - G(l_2)| within ``p2_band`` (a first-order scheme claimed as
   second lands near 1);
@@ -52,8 +52,8 @@ Solver checks (bands from the measured data, see SIZES; each fails for a wrong s
 
 Whether the finest mesh lies inside the particles' 95 % sampling interval at the largest n
 is reported as a **finding**, not a check: the interval covers the sampling error of a few
-draws but not the O(1/n) finite-n bias, which at n = 2000 is several per cent on spiky
-paths (issue 15: +5 % and +10 % on paths C and E), so it would fail for a correct solver.
+draws but not the O(1/n) finite-n bias, which on spiky paths can exceed the interval, so
+it would fail for a correct solver (the full report measures both).
 
 Paper claims (``b_H``): the density-level OU exponent b (path mean of <G^2> ~ H^b) with the
 ``b_level``/``b_order`` mesh, next to the n = ``b_n`` particle exponent on the same paths

@@ -7,9 +7,8 @@ weight grid only fixes where the mesh solver may step). For two cases,
   D_h = I + (G + G^T)/4 (H = 2), started from a smooth von Mises--Fisher mixture: the
   flow spreads the mass and stays smooth. (The paper's indefinite D_h = G + G^T is not
   used here: with s = -1 it aggregates along the negative eigen-directions, and the
-  flow amplifies the sampling differences between token clouds -- W1 between two
-  independent clouds doubled within T = 1 in a trial -- which masks both rates. The
-  stability study measures that amplification.)
+  flow amplifies the sampling differences between token clouds, which masks both rates.
+  The stability study measures that amplification.)
 * ``clustering`` -- s = +1, D = 4 I (H = 1, frozen), a vMF mixture that contracts into
   point-like clusters within the run (the Geshkovski et al. clustering regime),
 
@@ -45,30 +44,27 @@ mesh--particle distance is bounded below by both errors, so each fit flattens on
 other error dominates.
 
 Solver checks (each a measured order against the expected one, with a band that the
-first-order scheme meets at every size; measured values smoke / quick / full):
+first-order scheme meets at every size; the measured orders are in the study's report):
 
 * W1 between mesh levels (each level against the finest, t = T): order in h in
-  [0.8, 1.3] (expected 1; repulsive 1.04 / 0.99 / 1.01, clustering 1.07 / 0.98 / 1.08);
-* L1 between mesh levels: order in h in [0.7, 1.3] for the smooth repulsive case
-  (0.93 / 0.85 / 0.97) and [0.5, 1.3] for the concentrating clustering case, where the
-  L1 order of upwind drops below 1 (1.02 / 0.60 / 0.76);
+  [0.8, 1.3] (expected 1);
+* L1 between mesh levels: order in h in [0.7, 1.3] for the smooth repulsive case and
+  [0.5, 1.3] for the concentrating clustering case, where the L1 order of upwind drops
+  below 1;
 * mesh-to-token W1 at t = T (finest level against n tokens): order in n in
-  [-0.7, -0.25] (Monte-Carlo -1/2 up to sqrt(log n); repulsive -0.44 / -0.36 / -0.40,
-  clustering -0.40 / -0.44 / -0.48). This is the check that sees a wrong mesh solution:
-  the self-convergence rates above are blind to a consistently wrong scheme (every level
-  converges to the same wrong limit), but then the distance to the tokens stalls at the
-  discrepancy and its order in n drops to ~0 (a flux of the wrong sign gives -0.05 / -0.08
-  at smoke size);
+  [-0.7, -0.25] (Monte-Carlo -1/2 up to sqrt(log n)). This is the check that sees a wrong
+  mesh solution: the self-convergence rates above are blind to a consistently wrong scheme
+  (every level converges to the same wrong limit), but then the distance to the tokens
+  stalls at the discrepancy and its order in n drops towards 0;
 * mass conservation on every level: max |M(t) - 1| <= 1e-10.
 
 Finite distances are a precondition (the study aborts with
 :class:`spherepde.studies.common.StudyPreconditionError`). The mesh-to-token W1 order in
 h and the sampling order at t = 0 are reported, not checked: the first flattens at the
-tokens' own sampling distance (0.19..0.64 depending on size and case), the second tests
-the sampling, not a solver.
+tokens' own sampling distance, the second tests the sampling, not a solver.
 
-Sizes (``SIZES``): quick: levels 4, 8, 12, n up to 4000 (the exact W1 problems of up to
-2880 x 4000 dominate the cost); full: levels up to 24, n up to 16000.
+Sizes (``SIZES``): quick: levels 4, 8, 12, n up to 4000 (exact W1 problems of up to
+2880 cells x 4000 tokens); full: levels up to 24, n up to 16000.
 """
 
 from __future__ import annotations

@@ -14,8 +14,8 @@ For each case: the mesh solver on icosphere levels ``levels`` at order 1 (upwind
 Euler) and order 2 (limited linear reconstruction, SSP-RK2), adaptive steps at CFL 0.5; the
 particle solver (Heun at the weight grid step, tokens drawn from the same initial law) for n
 in ``n_list`` with ``samples`` independent draws each. Both use the attention sums'
-``summation="auto"`` (spherical-harmonic fast sums where they pay: for the tokens from
-n ~ 5,000, for the mesh from ~5,000 cells at H = 1). Numba kernels are compiled before any run
+``summation="auto"`` (spherical-harmonic fast sums where the cost model predicts they pay,
+:func:`spherepde.attention.sums.auto_considers_fast`). Numba kernels are compiled before any run
 is timed; the cost of a run is its solver wall time, measured side by side in one process.
 
 Error of a run: the time-integrated relative error ``int_0^T |f - f_ref| dt / int_0^T |f_ref| dt``
@@ -33,8 +33,9 @@ per case and quantity) and a table of the cost to reach 1 % and 0.1 % (log-log i
 between the two runs that bracket the target on each curve; "<= c" when the cheapest run is
 already below it; "not reached" when no run reaches it).
 
-Solver checks (smooth cases only: the paper case starts from bumps ~1.5 cells wide at level
-16, where the observed orders are pre-asymptotic -- reported as findings):
+Solver checks (smooth cases only: the paper case starts from bumps of width sigma = 0.05,
+a cell or two at level 16, where the observed orders need not be asymptotic -- reported as
+findings):
 
 * mesh order 2: observed order in h of G^2(t) (time-integrated successive differences of the
   three finest levels) within ``p2_band`` (expected 2; a first-order scheme claimed as second
