@@ -51,6 +51,20 @@ def _side_by_side(f1, f2, repeat: int):
     return t1, t2
 
 
+def _against_numpy(f, numpy_f, repeat: int, numpy_f_1=None):
+    """(t_f, t_numpy, t_numpy_1): minimum wall times of ``f`` and of a NumPy baseline at NumPy's
+    default BLAS thread count (``numpy_f``) and at one thread (``numpy_f_1``, default ``numpy_f``
+    under ``_BlasThreads(1)``), each timed alternately with ``f``; ``t_f`` over both rounds."""
+    if numpy_f_1 is None:
+        def numpy_f_1():
+            with _BlasThreads(1):
+                numpy_f()
+
+    t1, tn = _side_by_side(f, numpy_f, repeat)
+    t2, tn1 = _side_by_side(f, numpy_f_1, repeat)
+    return min(t1, t2), tn, tn1
+
+
 class _BlasThreads:
     """Context manager setting NumPy's OpenBLAS thread count (best effort, via ctypes;
     a no-op where the library or its setter is not found)."""
@@ -192,9 +206,7 @@ def _direct_vs_numpy_case(X, Y, w, A, rep: int) -> dict:
         with _BlasThreads(1):
             res["n1"] = numpy_attention_moments(X, Y, w, A)
 
-    td, tn = _side_by_side(direct, numpy_, rep)
-    td2, tn1 = _side_by_side(direct, numpy_1, rep)
-    td = min(td, td2)
+    td, tn, tn1 = _against_numpy(direct, numpy_, rep, numpy_1)
     best = min(tn, tn1)  # NumPy at its best BLAS thread count
     Zd, Zn = res["d"][0], res["n"][0]
     n, H = Y.shape[0], A.shape[0]
@@ -352,13 +364,8 @@ def bench_particles(quick: bool) -> dict:
         for _ in range(steps):
             numpy_step()
 
-    def numpy_steps_1():
-        with _BlasThreads(1):
-            numpy_steps()
-
-    ts, tn = _side_by_side(solver_steps, numpy_steps, 3)
-    ts2, tn1 = _side_by_side(solver_steps, numpy_steps_1, 3)
-    ts, tn = min(ts, ts2), min(tn, tn1)
+    ts, tn, tn1 = _against_numpy(solver_steps, numpy_steps, 3)
+    tn = min(tn, tn1)
     # the attention sums alone (kernel vs the NumPy exponentials and contractions)
     from spherepde.attention import attention_moments
 
@@ -372,13 +379,8 @@ def bench_particles(quick: bool) -> dict:
         E = np.exp(np.einsum("ik,hkl,jl->hij", X, A, X, optimize=True)) * w
         E.sum(axis=2), np.matmul(E, X), np.einsum("hij,ij->ih", E, (X @ X.T) ** 2)
 
-    def k2_1():
-        with _BlasThreads(1):
-            k2()
-
-    tk, tkn = _side_by_side(k1, k2, 5)
-    tk2, tkn1 = _side_by_side(k1, k2_1, 5)
-    tk, tkn = min(tk, tk2), min(tkn, tkn1)
+    tk, tkn, tkn1 = _against_numpy(k1, k2, 5)
+    tkn = min(tkn, tkn1)
     return {
         "n": n, "H": H, "integrator": "euler", "process": "ou",
         "t_step_solver_s": ts / steps, "t_step_numpy_s": tn / steps, "speedup": tn / ts,
