@@ -491,20 +491,18 @@ def _md_overview(report: dict) -> list[str]:
         rows.append([name, e.get("title", "-"), chk, clm, f"{e['wall_s']:.1f} s" if "wall_s" in e else "-"])
     lines = [_table(["study", "title", "solver checks", "paper claims", "wall time"], rows), ""]
     c = report["counts"]
-    lines += [
-        f"**Solver checks: {c['checks_passed']}/{c['checks_total']} pass.** Each compares a measured number with an analytic value, "
-        "a reference or an expected order, within the tolerance shown; a wrong scheme fails them.",
-        "",
-    ]
-    if report["failed_checks"]:
-        lines += ["Failed solver checks:", ""] + [f"- {n}: {k}" for n, k in report["failed_checks"]] + [""]
-    lines += [
-        f"**Paper claims: {c['claims_reproduced']}/{c['claims_total']} reproduced.** A claim is reproduced only when the 95% interval "
-        "of the measured value contains the paper's value; claims are not counted as passes or failures of the solver.",
-        "",
-    ]
-    if report["claims_not_reproduced"]:
-        lines += ["Not reproduced:", ""] + [f"- {n}: {k}" for n, k in report["claims_not_reproduced"]] + [""]
+    counted = (
+        (f"**Solver checks: {c['checks_passed']}/{c['checks_total']} pass.** Each compares a measured number with an analytic value, "
+         "a reference or an expected order, within the tolerance shown; a wrong scheme fails them.",
+         "Failed solver checks:", report["failed_checks"]),
+        (f"**Paper claims: {c['claims_reproduced']}/{c['claims_total']} reproduced.** A claim is reproduced only when the 95% interval "
+         "of the measured value contains the paper's value; claims are not counted as passes or failures of the solver.",
+         "Not reproduced:", report["claims_not_reproduced"]),
+    )
+    for count, heading, misses in counted:
+        lines += [count, ""]
+        if misses:
+            lines += [heading, ""] + [f"- {n}: {k}" for n, k in misses] + [""]
     if report["errors"]:
         lines += ["**Studies that raised an error** (their checks and claims are not counted):", ""]
         lines += [f"- {n}: {err}" for n, err in report["errors"].items()] + [""]
