@@ -487,8 +487,19 @@ def bench_density_study(quick: bool, *, levels=None, H: int = 100, steps: int | 
     return {"cases": rows, "goal_T20_s": 300.0}
 
 
+#: The report's parts in the order they run: (key, progress line, benchmark taking ``quick``).
+_PARTS = (
+    ("a_direct_vs_numpy", "(a) direct kernel vs NumPy ...", bench_direct_vs_numpy),
+    ("b_fast_vs_direct", "(b) fast vs direct summation ...", bench_fast_vs_direct),
+    ("b_auto_crossover", "(b') where summation = 'auto' switches to the fast sums ...", bench_auto_crossover),
+    ("c_mesh_step_scaling", "(c) mesh-solver step vs cells ...", bench_mesh_scaling),
+    ("d_particles", "(d) particle solver vs NumPy ...", bench_particles),
+    ("e_density_study", "(e) density-level paper study, H = 100 ...", bench_density_study),
+)
+
+
 def run_benchmarks(quick: bool = False, progress=None) -> dict:
-    """All four figures and the targets met, as a JSON-serialisable dict."""
+    """Every part of :data:`_PARTS` (figures (a) to (e)) and the targets met, as a JSON-serialisable dict."""
     say = progress or (lambda msg: None)
     from spherepde.attention import attention_moments
     from spherepde.attention import harmonic as fastsum
@@ -499,18 +510,9 @@ def run_benchmarks(quick: bool = False, progress=None) -> dict:
     attention_moments(x, x, np.ones(len(x)), np.eye(3)[None], want_q=False, summation="fast")
     report = {"machine": _machine(), "quick": bool(quick)}
     t0 = time.perf_counter()
-    say("(a) direct kernel vs NumPy ...")
-    report["a_direct_vs_numpy"] = bench_direct_vs_numpy(quick)
-    say("(b) fast vs direct summation ...")
-    report["b_fast_vs_direct"] = bench_fast_vs_direct(quick)
-    say("(b') where summation = 'auto' switches to the fast sums ...")
-    report["b_auto_crossover"] = bench_auto_crossover(quick)
-    say("(c) mesh-solver step vs cells ...")
-    report["c_mesh_step_scaling"] = bench_mesh_scaling(quick)
-    say("(d) particle solver vs NumPy ...")
-    report["d_particles"] = bench_particles(quick)
-    say("(e) density-level paper study, H = 100 ...")
-    report["e_density_study"] = bench_density_study(quick)
+    for key, what, bench in _PARTS:
+        say(what)
+        report[key] = bench(quick)
     report["wall_time_s"] = time.perf_counter() - t0
     a = report["a_direct_vs_numpy"]
     b = [r for r in report["b_fast_vs_direct"] if r["density"] == "random"]
