@@ -23,6 +23,7 @@ __all__ = [
     "checks_line",
     "claim_sentence",
     "figure_path",
+    "format_number",
     "markdown_table",
     "paper_claim",
     "require",
@@ -153,8 +154,9 @@ def _num(x):
     return v
 
 
-def _g(x) -> str:
-    return "nan" if x is None or not math.isfinite(x) else f"{x:.3g}"
+def format_number(x, f: str = "{:.3g}") -> str:
+    """``x`` formatted by the format string ``f``; "nan" when ``x`` is None or not finite."""
+    return "nan" if x is None or not np.isfinite(x) else f.format(x)
 
 
 def solver_check(measured, *, lo=None, hi=None, expected=None, tolerance: str | None = None) -> dict:
@@ -207,7 +209,7 @@ def paper_claim(value, interval, paper_value: float, *, statement: str, quantity
 def claim_sentence(claim: dict) -> str:
     """``<q> = v, 95% interval [lo, hi]: the paper's <q> = p is REPRODUCED / NOT reproduced (...)``."""
     q, (lo, hi), pv = claim.get("quantity", "b"), claim["interval"], claim["paper_value"]
-    head = f"{q} = {_g(claim['value'])}, 95% interval [{_g(lo)}, {_g(hi)}]: the paper's {q} = {pv:g} is "
+    head = f"{q} = {format_number(claim['value'])}, 95% interval [{format_number(lo)}, {format_number(hi)}]: the paper's {q} = {pv:g} is "
     if claim["reproduced"]:
         return head + "REPRODUCED (the interval contains it)"
     finite = all(x is not None and math.isfinite(x) for x in (lo, hi))

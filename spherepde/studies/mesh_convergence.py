@@ -80,6 +80,7 @@ from spherepde.studies import common as _v
 from spherepde.studies.common import (
     checks_line,
     claim_sentence,
+    format_number,
     paper_claim,
     require,
     require_finite,
@@ -595,16 +596,17 @@ def _claims(res, p) -> dict:
 
 
 def _f(x, f="{:.4g}"):
-    return "nan" if x is None or not np.isfinite(x) else f.format(x)
+    return format_number(x, f)
 
 
 def _pct(x):
-    return "nan" if x is None or not np.isfinite(x) else f"{100 * x:+.1f}%"
+    """A signed percentage."""
+    return format_number(x, "{:+.1%}")
 
 
 def _apct(x):
     """An unsigned percentage (errors that are absolute values)."""
-    return "nan" if x is None or not np.isfinite(x) else f"{100 * x:.1f}%"
+    return format_number(x, "{:.1%}")
 
 
 def _tables(res, p) -> list:

@@ -77,6 +77,7 @@ import numpy as np
 from spherepde.model.statistics import fit_rate
 from spherepde.studies import common as _v
 from spherepde.studies.common import checks_line, figure_path, markdown_table, require, require_finite, solver_check, study_params
+from spherepde.studies.common import format_number as _fmt
 
 NAME = "mesh_vs_particles"
 TITLE = "Mesh solver versus particle solver: convergence in mesh size h and token count n"
@@ -463,10 +464,6 @@ def _checks(cases) -> dict:
             ns["rates_T"][key], lo=lo, hi=hi, expected=ex
         )
     return ch
-
-
-def _fmt(x, f="{:.3g}"):
-    return "nan" if x is None or not np.isfinite(x) else f.format(x)
 
 
 def _summary(res) -> str:

@@ -56,6 +56,7 @@ import numpy as np
 from spherepde.model.statistics import exponent_fit, time_average
 from spherepde.studies import common as _v
 from spherepde.studies.common import checks_line, claim_sentence, markdown_table, paper_claim, require_finite, save_figure, study_params
+from spherepde.studies.common import format_number as _f
 
 NAME = "paper_section6"
 TITLE = "The paper's Section 6: G^2 against the number of heads, OU and oscillating weights"
@@ -408,10 +409,6 @@ def _claims(res) -> dict:
             statement=f"{regime}, density level: time-averaged G^2 ~ H^b over H = {', '.join(map(str, f['H']))}",
         )
     return cl
-
-
-def _f(x, f="{:.3g}"):
-    return "nan" if x is None or not np.isfinite(x) else f.format(x)
 
 
 def _summary(res) -> str:

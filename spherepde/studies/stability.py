@@ -47,6 +47,7 @@ import numpy as np
 from spherepde.model.statistics import fit_rate, growth_rate
 from spherepde.studies import common as _v
 from spherepde.studies.common import checks_line, markdown_table, require_finite, save_figure, solver_check, study_params
+from spherepde.studies.common import format_number as _f
 
 #: Order of a distance at T in the size of the perturbation (expected 1: Lipschitz, differentiable flow map).
 ORDER_BAND = (0.9, 1.1, 1.0)
@@ -363,10 +364,6 @@ def _checks(res) -> dict:
         ch["mesh, perturbed initial data: order of L1(T) in L1(0)"] = solver_check(m["initial"]["order_T_l1"], lo=lo, hi=hi, expected=ex)
         ch["mesh, perturbed weights D + eps S: order of L1(T) in eps"] = solver_check(m["weights"]["order_l1"], lo=lo, hi=hi, expected=ex)
     return ch
-
-
-def _f(x, f="{:.3g}"):
-    return "nan" if x is None or not np.isfinite(x) else f.format(x)
 
 
 def _summary(res) -> str:

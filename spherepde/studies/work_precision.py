@@ -60,7 +60,7 @@ import numpy as np
 
 from spherepde.model.statistics import fit_rate
 from spherepde.studies import common as _v
-from spherepde.studies.common import checks_line, require, require_finite, save_figure, solver_check, study_params
+from spherepde.studies.common import checks_line, format_number, require, require_finite, save_figure, solver_check, study_params
 from spherepde.studies.mesh_convergence import observed_order, record_times, run_mesh, run_particles, token_seed, warm_up
 
 NAME = "work_precision"
@@ -454,7 +454,7 @@ def _summary(res, p) -> str:
 
 
 def _f2(x) -> str:
-    return "nan" if x is None or not np.isfinite(x) else f"{x:.2f}"
+    return format_number(x, "{:.2f}")
 
 
 # ------------------------------------------------------------------------------ plot
