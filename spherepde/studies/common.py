@@ -24,6 +24,7 @@ __all__ = [
     "claim_sentence",
     "figure_path",
     "format_number",
+    "frozen_beta_path",
     "markdown_table",
     "paper_claim",
     "require",
@@ -115,6 +116,14 @@ class StudyPreconditionError(RuntimeError):
     Raised (with a one-line message) instead of counting a check; ``spherepde validate``
     reports the study as an error and exits 1.
     """
+
+
+def frozen_beta_path(beta: float, sign: float, T: float, dt: float, H: int = 1):
+    """Frozen weights D_h = beta I for H heads on S^2 (``sign`` s), on the grid 0, dt, ..., T
+    (:class:`spherepde.model.weights.FrozenProcess`)."""
+    from spherepde.model.weights import FrozenProcess, generate_weight_path
+
+    return generate_weight_path(FrozenProcess(), H=H, d=3, T=T, dt=dt, init="beta", beta=beta, sign=sign)
 
 
 def require(condition, message: str) -> None:

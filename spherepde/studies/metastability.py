@@ -47,7 +47,7 @@ import time
 import numpy as np
 
 from spherepde.studies import common as _v
-from spherepde.studies.common import checks_line, require_finite, save_figure, solver_check, study_params
+from spherepde.studies.common import checks_line, frozen_beta_path, require_finite, save_figure, solver_check, study_params
 
 NAME = "metastability"
 TITLE = "Metastability: merge times and nucleation of clusters (s = +1)"
@@ -170,10 +170,8 @@ def _means(theta: float) -> list:
 
 
 def _path(beta: float, T: float, dt: float):
-    from spherepde.model.weights import FrozenProcess, generate_weight_path
-
     K = max(1, int(math.ceil(T / dt - 1e-9)))
-    return generate_weight_path(FrozenProcess(), H=1, d=3, T=K * dt, dt=dt, init="beta", beta=beta, sign=1.0)
+    return frozen_beta_path(beta, 1.0, K * dt, dt)
 
 
 def time_to_resultant(solver, T: float, every: float, R: float = MERGE_R) -> tuple[float, int]:

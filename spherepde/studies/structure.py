@@ -45,7 +45,7 @@ import numpy as np
 
 from spherepde.model.statistics import fit_rate
 from spherepde.studies import common as _v
-from spherepde.studies.common import checks_line, print_study, require_finite, save_figure, solver_check, study_params
+from spherepde.studies.common import checks_line, frozen_beta_path, print_study, require_finite, save_figure, solver_check, study_params
 
 NAME = "structure"
 TITLE = "Structure preservation: mass, positivity, energy monotonicity, energy balance"
@@ -153,12 +153,6 @@ MAX_SERIES = 400
 log = logging.getLogger(__name__)
 
 
-def _frozen_path(beta, sign, T, dt, H=1):
-    from spherepde.model.weights import FrozenProcess, generate_weight_path
-
-    return generate_weight_path(FrozenProcess(), H=H, d=3, T=T, dt=dt, init="beta", beta=beta, sign=sign)
-
-
 def _thin(a):
     a = np.asarray(a)
     if a.size <= MAX_SERIES:
@@ -177,7 +171,7 @@ def clustering_runs(p: dict) -> list[dict]:
     mesh = icosphere(p["cluster_level"])
     areas = np.asarray(mesh.areas)
     rho0 = dens.vmf_mixture(mesh, MEANS, [4.0, 4.0], [0.6, 0.4])
-    path = _frozen_path(p["cluster_beta"], 1, 1000.0, 1.0)
+    path = frozen_beta_path(p["cluster_beta"], 1, 1000.0, 1.0)
     out = []
     for order in p["orders"]:
         for cfl in p["cfls"]:
@@ -227,7 +221,7 @@ def monotonicity_runs(p: dict) -> list[dict]:
     out = []
     for sign in (1, -1):
         for order in p["orders"]:
-            s = MeshSolver(mesh, rho0, _frozen_path(2.0, sign, T, T), order=order, cfl=0.5)
+            s = MeshSolver(mesh, rho0, frozen_beta_path(2.0, sign, T, T), order=order, cfl=0.5)
             E = [s.record()["energy"]]
             while s.t < T - 1e-12:
                 s.step(T)
@@ -268,7 +262,7 @@ def edi_dt_frozen(p: dict) -> list[dict]:
 
     mesh = icosphere(p["edi_dt_level"])
     rho0 = dens.vmf_mixture(mesh, MEANS, KAPPAS)
-    path = _frozen_path(2.0, -1, 0.1, 0.05)
+    path = frozen_beta_path(2.0, -1, 0.1, 0.05)
     out = []
     for integ in p["edi_integrators"]:
         for dt in p["edi_dts"]:
@@ -285,7 +279,7 @@ def edi_h_frozen(p: dict) -> list[dict]:
     out = []
     for level in p["edi_h_levels"]:
         mesh = icosphere(level)
-        r = _run_to(mesh, dens.vmf_mixture(mesh, MEANS, KAPPAS), _frozen_path(2.0, -1, 0.05, 0.05), 0.05, order=1, cfl=0.5)
+        r = _run_to(mesh, dens.vmf_mixture(mesh, MEANS, KAPPAS), frozen_beta_path(2.0, -1, 0.05, 0.05), 0.05, order=1, cfl=0.5)
         out.append({"level": int(level), "h": float(mesh.h), "n_cells": int(mesh.n_cells), **r})
     return out
 
