@@ -73,48 +73,19 @@ from spherepde.studies.common import checks_line, frozen_beta_path, print_study,
 NAME = "analytic"
 TITLE = "Analytic benchmarks: linear stability rates and uniform-state energy"
 
-SIZES = {
-    "smoke": {
-        "levels": [8],
-        "ls": [1, 2],
-        "m": 0,
-        "betas": [2.0],
-        "signs": [1, -1],
-        "eps": 1e-3,
-        "T": 0.1,
-        "steps": 4,
-        "energy_levels": [4, 8, 16],
-        "energy_betas": [1.0, 2.0, 5.0],
-        "rotation_levels": [4, 8],
-    },
-    "quick": {
-        "levels": [8, 16],
-        "ls": [1, 2, 3, 4, 5, 6],
-        "m": 0,
-        "betas": [1.0, 2.0, 4.0],
-        "signs": [1, -1],
-        "eps": 1e-3,
-        "T": 0.1,
-        "steps": 4,
-        "energy_levels": [4, 8, 16, 32],
-        "energy_betas": [1.0, 2.0, 5.0],
-        "rotation_levels": [8, 16],
-    },
-    # ~25 min on 2 cores (level 32: ~1.8 s per attention evaluation)
-    "full": {
-        "levels": [8, 16, 24, 32],
-        "ls": [1, 2, 3, 4, 5, 6],
-        "m": 0,
-        "betas": [1.0, 2.0, 4.0],
-        "signs": [1, -1],
-        "eps": 1e-3,
-        "T": 0.1,
-        "steps": 4,
-        "energy_levels": [4, 8, 16, 32, 64],
-        "energy_betas": [1.0, 2.0, 5.0],
-        "rotation_levels": [8, 16, 32],
-    },
-}
+SIZES = _v.sizes_table({  # full: ~25 min on 2 cores (level 32: ~1.8 s per attention evaluation)
+    "levels": _v.per_size([8], [8, 16], [8, 16, 24, 32]),
+    "ls": _v.per_size([1, 2], [1, 2, 3, 4, 5, 6], [1, 2, 3, 4, 5, 6]),
+    "m": 0,
+    "betas": _v.per_size([2.0], [1.0, 2.0, 4.0], [1.0, 2.0, 4.0]),
+    "signs": [1, -1],
+    "eps": 1e-3,
+    "T": 0.1,
+    "steps": 4,
+    "energy_levels": _v.per_size([4, 8, 16], [4, 8, 16, 32], [4, 8, 16, 32, 64]),
+    "energy_betas": [1.0, 2.0, 5.0],
+    "rotation_levels": _v.per_size([4, 8], [8, 16], [8, 16, 32]),
+})
 
 #: What each size parameter may be (``spherepde validate --set`` checks overrides against it before anything runs).
 RANGES = {

@@ -3,6 +3,7 @@ time averages: :mod:`spherepde.model.statistics`)."""
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import sys
@@ -26,6 +27,8 @@ __all__ = [
     "format_number",
     "frozen_beta_path",
     "markdown_table",
+    "per_size",
+    "sizes_table",
     "paper_claim",
     "require",
     "require_finite",
@@ -88,6 +91,25 @@ def progress_logger(verbose: bool):
         print(*args, file=sys.stderr, flush=True, **kwargs)
 
     return log
+
+
+#: The sizes every study defines, in the order of :class:`per_size`.
+SIZE_NAMES = ("smoke", "quick", "full")
+
+
+class per_size(tuple):
+    """A study parameter that changes with the size: its values at (smoke, quick, full)."""
+
+    def __new__(cls, smoke, quick, full):
+        return super().__new__(cls, (smoke, quick, full))
+
+
+def sizes_table(params: dict) -> dict:
+    """A study's ``SIZES`` ({size: {name: value}}) from one table of its parameters, in their order:
+    a :class:`per_size` value gives each size its own, any other value is the same at every size
+    (each size gets its own copy)."""
+    return {size: {k: copy.deepcopy(v[i] if isinstance(v, per_size) else v) for k, v in params.items()}
+            for i, size in enumerate(SIZE_NAMES)}
 
 
 def study_params(sizes: dict, size: str, overrides: dict, *, strict: bool = False):

@@ -76,66 +76,32 @@ TARGETS = (0.01, 0.001)
 CASES = ("vmf-ou", "vmf-osc", "paper-ou-H10")
 SMOOTH = ("vmf-ou", "vmf-osc")
 
-SIZES = {
-    "smoke": {
-        "cases": ("vmf-ou", "vmf-osc"),
-        "T": {"vmf-ou": 0.25, "vmf-osc": 0.25, "paper-ou-H10": 0.25},
-        "weights_dt": 0.01,
-        "record_dt": 0.01,
-        "levels": (2, 4, 8),
-        "orders": (1, 2),
-        "integrators": {"1": "euler", "2": "ssprk2"},
-        "cfl": 0.5,
-        "kappa": 3.0,
-        "sigma0": 0.05,
-        "n_list": (50, 200, 800),
-        "samples": 4,
-        "particle_integrator": "heun",
-        # measured (smoke, vmf-ou / vmf-osc): order 2 2.13 / 2.04 (1.54 / 1.42 when order 2 silently runs the
-        # first-order reconstruction), order 1 1.55 / 1.43 (at T = 0.25 the O(h^2) error of the initial cell
-        # averages still rivals the upwind error), particles in n -0.51 / -0.53 (0.03 / -0.01 with a flux of
-        # the wrong sign: the tokens' error stalls at the discrepancy)
-        "p2_band": (1.75, 3.0),
-        "p1_band": (0.6, 1.8),
-        "pn_band": (-0.8, -0.25),
-    },
-    "quick": {
-        "cases": CASES,
-        "T": {"vmf-ou": 2.5, "vmf-osc": 2.5, "paper-ou-H10": 1.5},
-        "weights_dt": 0.01,
-        "record_dt": 0.01,
-        "levels": (8, 16, 32),
-        "orders": (1, 2),
-        "integrators": {"1": "euler", "2": "ssprk2"},
-        "cfl": 0.5,
-        "kappa": 3.0,
-        "sigma0": 0.05,
-        "n_list": (200, 2000, 20000),
-        "samples": 3,
-        "particle_integrator": "heun",
-        "p2_band": (1.3, 3.5),
-        "p1_band": (0.6, 1.6),
-        "pn_band": (-0.8, -0.25),
-    },
-    "full": {
-        "cases": CASES,
-        "T": {"vmf-ou": 5.0, "vmf-osc": 5.0, "paper-ou-H10": 5.0},
-        "weights_dt": 0.01,
-        "record_dt": 0.01,
-        "levels": (8, 16, 32, 64),
-        "orders": (1, 2),
-        "integrators": {"1": "euler", "2": "ssprk2"},
-        "cfl": 0.5,
-        "kappa": 3.0,
-        "sigma0": 0.05,
-        "n_list": (200, 632, 2000, 6325, 20000),
-        "samples": 4,
-        "particle_integrator": "heun",
-        "p2_band": (1.3, 3.5),
-        "p1_band": (0.6, 1.6),
-        "pn_band": (-0.8, -0.25),
-    },
-}
+SIZES = _v.sizes_table({
+    "cases": _v.per_size(("vmf-ou", "vmf-osc"), CASES, CASES),
+    "T": _v.per_size(
+        {"vmf-ou": 0.25, "vmf-osc": 0.25, "paper-ou-H10": 0.25},
+        {"vmf-ou": 2.5, "vmf-osc": 2.5, "paper-ou-H10": 1.5},
+        {"vmf-ou": 5.0, "vmf-osc": 5.0, "paper-ou-H10": 5.0},
+    ),
+    "weights_dt": 0.01,
+    "record_dt": 0.01,
+    "levels": _v.per_size((2, 4, 8), (8, 16, 32), (8, 16, 32, 64)),
+    "orders": (1, 2),
+    "integrators": {"1": "euler", "2": "ssprk2"},
+    "cfl": 0.5,
+    "kappa": 3.0,
+    "sigma0": 0.05,
+    "n_list": _v.per_size((50, 200, 800), (200, 2000, 20000), (200, 632, 2000, 6325, 20000)),
+    "samples": _v.per_size(4, 3, 4),
+    "particle_integrator": "heun",
+    # measured (smoke, vmf-ou / vmf-osc): order 2 2.13 / 2.04 (1.54 / 1.42 when order 2 silently runs the
+    # first-order reconstruction), order 1 1.55 / 1.43 (at T = 0.25 the O(h^2) error of the initial cell
+    # averages still rivals the upwind error), particles in n -0.51 / -0.53 (0.03 / -0.01 with a flux of
+    # the wrong sign: the tokens' error stalls at the discrepancy)
+    "p2_band": _v.per_size((1.75, 3.0), (1.3, 3.5), (1.3, 3.5)),
+    "p1_band": _v.per_size((0.6, 1.8), (0.6, 1.6), (0.6, 1.6)),
+    "pn_band": (-0.8, -0.25),
+})
 
 #: What each size parameter may be (``spherepde validate --set`` checks overrides against it before anything runs).
 RANGES = {
