@@ -55,26 +55,23 @@ ORDER_BAND = (0.9, 1.1, 1.0)
 NAME = "stability"
 TITLE = "Stability: Gronwall growth of perturbations of the initial data and of the weights"
 
-SIZES = {
-    "smoke": {
-        "n": 100, "T": 1.0, "dt": 1e-2, "record_dt": 0.1, "H": (1, 4), "regime": "ou",
-        "deltas": (1e-2, 1e-3), "eps": (1e-1, 1e-2, 1e-3),
-        "mesh": True, "mesh_level": 3, "mesh_T": 0.4, "mesh_H": 2, "mesh_weights_dt": 0.02,
-        "mesh_eps0": (1e-1, 1e-2), "mesh_eps": (1e-1, 1e-2),
-    },
-    "quick": {
-        "n": 200, "T": 5.0, "dt": 1e-2, "record_dt": 0.1, "H": (1, 10), "regime": "ou",
-        "deltas": (1e-2, 1e-3, 1e-4), "eps": (1e-1, 1e-2, 1e-3),
-        "mesh": True, "mesh_level": 8, "mesh_T": 2.0, "mesh_H": 2, "mesh_weights_dt": 0.02,
-        "mesh_eps0": (1e-1, 1e-2), "mesh_eps": (1e-1, 1e-2, 1e-3),
-    },
-    "full": {
-        "n": 200, "T": 20.0, "dt": 5e-3, "record_dt": 0.1, "H": (1, 10, 100), "regime": "ou",
-        "deltas": (1e-2, 1e-3, 1e-4, 1e-5), "eps": (1e-1, 3e-2, 1e-2, 3e-3, 1e-3, 1e-4),
-        "mesh": True, "mesh_level": 16, "mesh_T": 5.0, "mesh_H": 10, "mesh_weights_dt": 0.02,
-        "mesh_eps0": (1e-1, 1e-2, 1e-3), "mesh_eps": (1e-1, 1e-2, 1e-3),
-    },
-}
+SIZES = _v.sizes_table({
+    "n": _v.per_size(100, 200, 200),
+    "T": _v.per_size(1.0, 5.0, 20.0),
+    "dt": _v.per_size(1e-2, 1e-2, 5e-3),
+    "record_dt": 0.1,
+    "H": _v.per_size((1, 4), (1, 10), (1, 10, 100)),
+    "regime": "ou",
+    "deltas": _v.per_size((1e-2, 1e-3), (1e-2, 1e-3, 1e-4), (1e-2, 1e-3, 1e-4, 1e-5)),
+    "eps": _v.per_size((1e-1, 1e-2, 1e-3), (1e-1, 1e-2, 1e-3), (1e-1, 3e-2, 1e-2, 3e-3, 1e-3, 1e-4)),
+    "mesh": True,
+    "mesh_level": _v.per_size(3, 8, 16),
+    "mesh_T": _v.per_size(0.4, 2.0, 5.0),
+    "mesh_H": _v.per_size(2, 2, 10),
+    "mesh_weights_dt": 0.02,
+    "mesh_eps0": _v.per_size((1e-1, 1e-2), (1e-1, 1e-2), (1e-1, 1e-2, 1e-3)),
+    "mesh_eps": _v.per_size((1e-1, 1e-2), (1e-1, 1e-2, 1e-3), (1e-1, 1e-2, 1e-3)),
+})
 
 #: What each size parameter may be (``spherepde validate --set`` checks overrides against it before anything runs).
 RANGES = {
