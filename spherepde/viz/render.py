@@ -517,6 +517,13 @@ def output_name(
     return "_".join(parts) + suffix
 
 
+def _name_for(snaps: RunSnapshots, particles: bool | None, **options) -> str:
+    """:func:`output_name` of a drawing of a run: "density" (mesh) or "tokens", with tokens on a
+    mesh run when it stored them and ``particles`` is not False."""
+    kind = "density" if snaps.kind == "mesh" else "tokens"
+    return output_name(kind, tokens=snaps.kind == "mesh" and snaps.X is not None and particles is not False, **options)
+
+
 def _refuse_existing(paths, force: bool) -> None:
     if force:
         return
@@ -680,14 +687,12 @@ def render_snapshots(
     out = Path(out_dir) if out_dir is not None else snaps.folder / "figures"
     times = _default_times(snaps) if times is None or len(times) == 0 else [float(t) for t in times]
     idx = list(dict.fromkeys(snap_times(snaps.t, times, source=_snap_source(snaps))))  # bad times: refused before anything else
-    prefix = "density" if snaps.kind == "mesh" else "tokens"
-    draws_tokens = snaps.kind == "mesh" and snaps.X is not None and particles is not False
     digits = _time_digits(snaps.t)
     if snaps.kind == "mesh":  # the automatic range may choose a log scale: the names say what is drawn
         log = run_color_limits(snaps, clim, log=log)[1]
     names = {
-        k: output_name(prefix, t=float(snaps.t[k]), time_digits=digits, log=log, camera=camera, multiview=multiview, clim=clim, cmap=cmap,
-                       graticule=graticule, axes=axes, lighting=lighting, tokens=draws_tokens, window_size=window_size)
+        k: _name_for(snaps, particles, t=float(snaps.t[k]), time_digits=digits, log=log, camera=camera, multiview=multiview, clim=clim, cmap=cmap,
+                     graticule=graticule, axes=axes, lighting=lighting, window_size=window_size)
         for k in idx
     }
     _refuse_existing([out / n for n in names.values()], force)
@@ -868,17 +873,12 @@ def render_animation(
     return path
 
 
-def _animation_path(snaps: RunSnapshots, out_dir, movie: str, *, log: bool, particles: bool | None, **options) -> Path:
+def _animation_path(snaps: RunSnapshots, out_dir, movie: str, *, particles: bool | None, **options) -> Path:
     """The default animation file: in ``out_dir`` (else ``snaps.folder/figures``), named by :func:`output_name`
     from the drawing ``options``, suffix ``.gif`` or ``.mp4`` from ``movie``."""
     if movie not in ("gif", "mp4"):
         raise ValueError(f"movie must be 'gif' or 'mp4', got {movie!r}")
-    name = output_name(
-        "density" if snaps.kind == "mesh" else "tokens", log=log, camera=options["camera"], multiview=options["multiview"], clim=options["clim"],
-        cmap=options["cmap"], graticule=options["graticule"], axes=options["axes"], lighting=options["lighting"],
-        tokens=snaps.kind == "mesh" and snaps.X is not None and particles is not False, window_size=options["window_size"],
-        suffix="." + movie,
-    )
+    name = _name_for(snaps, particles, suffix="." + movie, **options)
     return (Path(out_dir) if out_dir is not None else snaps.folder / "figures") / name
 
 
