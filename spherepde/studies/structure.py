@@ -409,11 +409,7 @@ def _tables(res: dict) -> list[dict]:
         rows.append([integ, "edi_exact"] + [abs(sel[d]["edi_exact"]) for d in dts] + [o["edi_exact"]])
         rows.append([integ, "edi_paper"] + [abs(sel[d]["edi_paper"]) for d in dts] + [o["edi_paper"]])
     tabs.append({"title": "EDI residuals vs dt (H = 1 frozen, s = -1, fixed mesh, order 2)", "headers": ["integrator", "residual"] + [f"dt={d:g}" for d in dts] + ["order"], "rows": rows})
-    eh = res["edi_h_frozen"]
-    rows = [[r["level"], r["h"], r["steps"], abs(r["edi_exact"]), abs(r["edi_paper"]), r["dE"]] for r in eh]
-    o = res["edi_h_orders_frozen"]
-    rows.append(["order", "", "", o["edi_exact"], o["edi_paper"], ""])
-    tabs.append({"title": "EDI residuals vs h (H = 1 frozen, s = -1, ssprk3 adaptive)", "headers": ["level", "h", "steps", "|edi_exact|", "|edi_paper|", "E(T)-E(0)"], "rows": rows})
+    tabs.append(_edi_h_table(res["edi_h_frozen"], res["edi_h_orders_frozen"], "EDI residuals vs h (H = 1 frozen, s = -1, ssprk3 adaptive)"))
     rows = [[r["m"], r["dt_weights"], r["mean_steps"], r["rms_edi_exact"], r["rms_edi_paper"], r["rms_martingale"], r["rms_dE"]] for r in res["edi_ou_rms"]]
     o = res["edi_dt_orders_ou"]
     rows.append(["order", "", "", o["edi_exact"], o["edi_paper"], "", ""])
@@ -424,12 +420,15 @@ def _tables(res: dict) -> list[dict]:
             "rows": rows,
         }
     )
-    oh = res["edi_h_ou"]
-    rows = [[r["level"], r["h"], r["steps"], abs(r["edi_exact"]), abs(r["edi_paper"]), r["dE"]] for r in oh]
-    o = res["edi_h_orders_ou"]
-    rows.append(["order", "", "", o["edi_exact"], o["edi_paper"], ""])
-    tabs.append({"title": "EDI residuals vs h (H = 3 OU, one noise path)", "headers": ["level", "h", "steps", "|edi_exact|", "|edi_paper|", "E(T)-E(0)"], "rows": rows})
+    tabs.append(_edi_h_table(res["edi_h_ou"], res["edi_h_orders_ou"], "EDI residuals vs h (H = 3 OU, one noise path)"))
     return tabs
+
+
+def _edi_h_table(runs: list, orders: dict, title: str) -> dict:
+    """A table of the EDI residuals per mesh level (one row per run) and their observed orders in h."""
+    rows = [[r["level"], r["h"], r["steps"], abs(r["edi_exact"]), abs(r["edi_paper"]), r["dE"]] for r in runs]
+    rows.append(["order", "", "", orders["edi_exact"], orders["edi_paper"], ""])
+    return {"title": title, "headers": ["level", "h", "steps", "|edi_exact|", "|edi_paper|", "E(T)-E(0)"], "rows": rows}
 
 
 def _summary(res: dict) -> str:

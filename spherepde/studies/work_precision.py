@@ -395,16 +395,12 @@ def _summary(res, p) -> str:
         "time-integrated relative error of E(t) or G^2(t) against the reference (Richardson of the finest order-2 levels where clean)."
     )
     # headline comparison on G2 at 1 %
-    parts = []
-    for case in cases:
-        rr = {r["method"]: r for r in res["table"] if r["case"] == case and r["quantity"] == "G2"}
-        parts.append(f"{case}: " + ", ".join(f"{m} {_fmt_reach(r['cost_1pct'])}" for m, r in rr.items()))
-    L.append("\nCost to reach 1% in G^2(t) (finding): " + "; ".join(parts) + ".")
-    parts = []
-    for case in cases:
-        rr = {r["method"]: r for r in res["table"] if r["case"] == case and r["quantity"] == "G2"}
-        parts.append(f"{case}: " + ", ".join(f"{m} {_fmt_reach(r['cost_0.1pct'])}" for m, r in rr.items()))
-    L.append("Cost to reach 0.1% in G^2(t): " + "; ".join(parts) + ".")
+    for key, head in (("cost_1pct", "\nCost to reach 1% in G^2(t) (finding): "), ("cost_0.1pct", "Cost to reach 0.1% in G^2(t): ")):
+        parts = []
+        for case in cases:
+            rr = {r["method"]: r for r in res["table"] if r["case"] == case and r["quantity"] == "G2"}
+            parts.append(f"{case}: " + ", ".join(f"{m} {_fmt_reach(r[key])}" for m, r in rr.items()))
+        L.append(head + "; ".join(parts) + ".")
     unc = [f"{case} {_pct(c['reference']['G2']['uncertainty'])}" for case, c in res["cases"].items() if c["reference"]["G2"]["clean"]]
     noref = [case for case, c in res["cases"].items() if not c["reference"]["G2"]["clean"]]
     L.append("Reference uncertainty for G^2 (size of the Richardson correction; targets below it are not resolved): "
