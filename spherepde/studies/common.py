@@ -16,6 +16,7 @@ import numpy as np
 from spherepde._base import atomic_write_text
 from spherepde.runs.files import jsonable
 from spherepde.solvers.integrators import integrator_names
+from spherepde.studies.report import SIZES
 
 __all__ = [
     "Range",
@@ -93,8 +94,8 @@ def progress_logger(verbose: bool):
     return log
 
 
-#: The sizes every study defines, in the order of :class:`per_size`.
-SIZE_NAMES = ("smoke", "quick", "full")
+#: The sizes every study defines (:data:`spherepde.studies.report.SIZES`), in the order of :class:`per_size`.
+SIZE_NAMES = SIZES
 
 
 class per_size(tuple):
