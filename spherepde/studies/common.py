@@ -16,7 +16,7 @@ import numpy as np
 from spherepde._base import atomic_write_text
 from spherepde.runs.files import jsonable
 from spherepde.solvers.integrators import integrator_names
-from spherepde.studies.report import SIZES
+from spherepde.studies import SIZES
 
 __all__ = [
     "Range",
@@ -94,9 +94,6 @@ def progress_logger(verbose: bool):
     return log
 
 
-#: The sizes every study defines (:data:`spherepde.studies.report.SIZES`), in the order of :class:`per_size`.
-SIZE_NAMES = SIZES
-
 
 class per_size(tuple):
     """A study parameter that changes with the size: its values at (smoke, quick, full)."""
@@ -106,11 +103,12 @@ class per_size(tuple):
 
 
 def sizes_table(params: dict) -> dict:
-    """A study's ``SIZES`` ({size: {name: value}}) from one table of its parameters, in their order:
+    """A study's ``SIZES`` ({size: {name: value}} over :data:`spherepde.studies.SIZES`) from one table
+    of its parameters, in their order:
     a :class:`per_size` value gives each size its own, any other value is the same at every size
     (each size gets its own copy)."""
     return {size: {k: copy.deepcopy(v[i] if isinstance(v, per_size) else v) for k, v in params.items()}
-            for i, size in enumerate(SIZE_NAMES)}
+            for i, size in enumerate(SIZES)}
 
 
 def study_params(sizes: dict, size: str, overrides: dict, *, strict: bool = False):

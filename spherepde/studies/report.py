@@ -45,11 +45,12 @@ import time
 import traceback
 from pathlib import Path
 
+from spherepde.studies import SIZES
+
 __all__ = ["SIZES", "DEFAULT_OUT", "OutputExistsError", "headline", "render_markdown", "run_validation", "studies"]
 
 log = logging.getLogger(__name__)
 
-SIZES = ("smoke", "quick", "full")
 DEFAULT_OUT = "validation-report"
 
 
