@@ -5,14 +5,14 @@ so caching, threading and floating-point flags are chosen once:
 
 * ``cache=True`` -- compiled machine code is stored next to the sources, so a second
   process starts instantly;
-* ``fastmath=False`` -- IEEE semantics, so results are reproducible and comparable
-  with the NumPy references to round-off;
-* ``fastmath`` off, except the flag ``reassoc`` on the SIMD attention kernels
-  (:mod:`spherepde.attention.direct`, :mod:`spherepde.attention.harmonic`), where reassociating
-  the sums is what lets LLVM vectorise them; the result still does not depend on the thread
-  count. Not ``contract`` (fused multiply-add): with it a kernel compiled in the running
-  process and the same kernel loaded from the on-disk cache differed in the last bit, so the
-  first run after an install was not bit for bit a later run (tests/cli/test_first_run.py);
+* ``fastmath=False`` (IEEE semantics, so results are reproducible and comparable with
+  the NumPy references to round-off) on every kernel except the SIMD attention kernels
+  (:mod:`spherepde.attention.direct`, :mod:`spherepde.attention.harmonic`), which pass
+  :data:`SIMD_FASTMATH`: the single flag ``reassoc``, so that LLVM may reassociate and
+  vectorise their sums; their result still does not depend on the thread count. No kernel
+  uses ``contract`` (fused multiply-add): whether LLVM fuses may differ between a kernel
+  compiled in the running process and the same kernel loaded from the on-disk cache, and
+  the first run after an install must be bit for bit a later run (tests/cli/test_first_run.py);
 * ``parallel`` only where a kernel is a per-target gather (no shared writes), so the
   result does not depend on the number of threads.
 """

@@ -627,22 +627,7 @@ def _target_kernel(X, A, S, want_q, deg_z, deg_m, tail_z, tail_m, wsum, tol_z, t
         nv = min(_P, m_t - i0)
         _load_block(X, i0, nv, x0, x1, x2)
         for h in range(H):
-            kmax = 0.0
-            for p in range(_P):
-                b0 = A[h, 0, 0] * x0[p] + A[h, 1, 0] * x1[p] + A[h, 2, 0] * x2[p]
-                b1 = A[h, 0, 1] * x0[p] + A[h, 1, 1] * x1[p] + A[h, 2, 1] * x2[p]
-                b2 = A[h, 0, 2] * x0[p] + A[h, 1, 2] * x1[p] + A[h, 2, 2] * x2[p]
-                k = math.sqrt(b0 * b0 + b1 * b1 + b2 * b2)
-                kap[p] = k
-                kmax = max(kmax, k)
-                if k > 0.0:
-                    c0[p] = b0 / k
-                    c1[p] = b1 / k
-                    c2[p] = b2 / k
-                else:  # exp(0) = 1: only l = 0 contributes, any centre will do
-                    c0[p] = 0.0
-                    c1[p] = 0.0
-                    c2[p] = 1.0
+            kmax = _block_centres(A, h, x0, x1, x2, kap, c0, c1, c2)
             for p in range(nv):
                 C[i0 + p, h] = kap[p]
             kq = min(int(math.ceil(kmax * 64.0)), ntab - 1)
@@ -663,38 +648,69 @@ def _target_kernel(X, A, S, want_q, deg_z, deg_m, tail_z, tail_m, wsum, tol_z, t
                     acc[s, p] = 0.0
             _accumulate(S, 0, Lm, nmom, cl, q, cr, ci, acc)
             _accumulate(S, Lm + 1, L, 1, cl, q, cr, ci, acc)
-            tz = tail_z[kq]
-            tm = tail_m[kq]
-            for p in range(nv):
-                i = i0 + p
-                zs = acc[0, p]
-                e = math.exp(-kap[p])
-                if not (3.0 * wsum * (e * tz + rho) <= tol_z * zs and 3.0 * wsum * (e * tm + rho) <= tol_m * zs):
-                    bad[i, h] = 1
-                qs = 0.0
+            _store_block(acc, kap, x0, x1, x2, i0, nv, h, want_q, log_form, wsum, tail_z[kq], tail_m[kq], rho,
+                         tol_z, tol_m, Z, M, Q, bad)
+
+
+@njit(fastmath=SIMD_FASTMATH)
+def _block_centres(A, h, x0, x1, x2, kap, c0, c1, c2):  # pragma: no cover - compiled
+    """For the _P targets of a block (x0, x1, x2) and head h: b = A_h^T x, kap = |b|, (c0, c1, c2) = b / |b|
+    (the north pole where b = 0); returns the block's largest kappa."""
+    kmax = 0.0
+    for p in range(_P):
+        b0 = A[h, 0, 0] * x0[p] + A[h, 1, 0] * x1[p] + A[h, 2, 0] * x2[p]
+        b1 = A[h, 0, 1] * x0[p] + A[h, 1, 1] * x1[p] + A[h, 2, 1] * x2[p]
+        b2 = A[h, 0, 2] * x0[p] + A[h, 1, 2] * x1[p] + A[h, 2, 2] * x2[p]
+        k = math.sqrt(b0 * b0 + b1 * b1 + b2 * b2)
+        kap[p] = k
+        kmax = max(kmax, k)
+        if k > 0.0:
+            c0[p] = b0 / k
+            c1[p] = b1 / k
+            c2[p] = b2 / k
+        else:  # exp(0) = 1: only l = 0 contributes, any centre will do
+            c0[p] = 0.0
+            c1[p] = 0.0
+            c2[p] = 1.0
+    return kmax
+
+
+@njit(fastmath=SIMD_FASTMATH)
+def _store_block(acc, kap, x0, x1, x2, i0, nv, h, want_q, log_form, wsum, tz, tm, rho, tol_z, tol_m,
+                 Z, M, Q, bad):  # pragma: no cover - compiled
+    """Write the accumulated sums ``acc`` of the first ``nv`` targets of a block (rows i0 + p, head h) into Z, M, Q
+    (scaled, or in log form), and flag bad[i, h] = 1 where the a-posteriori test
+    3 wsum (exp(-kappa) T_L + rho) <= tol Z~ fails for the tail bound tz (Z) or tm (moments)."""
+    for p in range(nv):
+        i = i0 + p
+        zs = acc[0, p]
+        e = math.exp(-kap[p])
+        if not (3.0 * wsum * (e * tz + rho) <= tol_z * zs and 3.0 * wsum * (e * tm + rho) <= tol_m * zs):
+            bad[i, h] = 1
+        qs = 0.0
+        if want_q:
+            y0 = x0[p]
+            y1 = x1[p]
+            y2 = x2[p]
+            qs = (y0 * y0 * acc[4, p] + 2.0 * y0 * y1 * acc[5, p] + 2.0 * y0 * y2 * acc[6, p]
+                  + y1 * y1 * acc[7, p] + 2.0 * y1 * y2 * acc[8, p] + y2 * y2 * acc[9, p])
+        if log_form:
+            if zs > 0.0:
+                Z[i, h] = math.log(zs) + kap[p]
+                M[i, h, 0] = acc[1, p] / zs
+                M[i, h, 1] = acc[2, p] / zs
+                M[i, h, 2] = acc[3, p] / zs
                 if want_q:
-                    y0 = x0[p]
-                    y1 = x1[p]
-                    y2 = x2[p]
-                    qs = (y0 * y0 * acc[4, p] + 2.0 * y0 * y1 * acc[5, p] + 2.0 * y0 * y2 * acc[6, p]
-                          + y1 * y1 * acc[7, p] + 2.0 * y1 * y2 * acc[8, p] + y2 * y2 * acc[9, p])
-                if log_form:
-                    if zs > 0.0:
-                        Z[i, h] = math.log(zs) + kap[p]
-                        M[i, h, 0] = acc[1, p] / zs
-                        M[i, h, 1] = acc[2, p] / zs
-                        M[i, h, 2] = acc[3, p] / zs
-                        if want_q:
-                            Q[i, h] = qs / zs
-                    else:  # rejected above (bad = 1); recomputed directly
-                        Z[i, h] = -np.inf
-                else:
-                    Z[i, h] = zs
-                    M[i, h, 0] = acc[1, p]
-                    M[i, h, 1] = acc[2, p]
-                    M[i, h, 2] = acc[3, p]
-                    if want_q:
-                        Q[i, h] = qs
+                    Q[i, h] = qs / zs
+            else:  # rejected above (bad = 1); recomputed directly
+                Z[i, h] = -np.inf
+        else:
+            Z[i, h] = zs
+            M[i, h, 0] = acc[1, p]
+            M[i, h, 1] = acc[2, p]
+            M[i, h, 2] = acc[3, p]
+            if want_q:
+                Q[i, h] = qs
 
 
 @njit(parallel=True)
@@ -856,15 +872,7 @@ def moments(X, Y, w, A, *, want_q=False, tol=1e-10, tol_moments=None, mode="fast
     kappa = kappa_max(X, A)  # kappa_h = max_i |A_h^T x_i|
     degrees = [choose_degree(k, tol, l_max) for k in kappa]
     info.degrees = list(degrees)
-    far = [h for h in range(H) if degrees[h] < 0]
-    if far:
-        _log_once(
-            level, ("kappa", mode),
-            "fast summation: %d of %d heads have kappa = |A^T x| up to %.3g, too large for tol = %.1e with degree <= %d; "
-            "summing those heads directly",
-            len(far), H, float(kappa[far].max()), tol, l_max,
-        )
-        info.reasons.append(f"{len(far)} heads with kappa too large")
+    far = _far_heads(kappa, degrees, tol, l_max, level, mode, info)
     if len(far) == H:
         info.degrees = [-1] * H
         info.path = "direct"
@@ -876,6 +884,43 @@ def moments(X, Y, w, A, *, want_q=False, tol=1e-10, tol_moments=None, mode="fast
         info.degrees = [-1] * H
         log.debug("auto summation: direct (predicted fast/direct cost %.3g)", fcost / max(dcost, 1e-300))
         return finish(*direct(X, A))
+    C, Z, Mom, Q, bad = _expand(X, Y, w, A, kappa, degrees, far, wsum, tol, tol_m, l_max, want_q, log_form)
+    info.path = "fast" if not far else "mixed"
+
+    def put(idx, h, res):
+        Cd, Zd, Md, Qd = res
+        if log_form:
+            Zd, Md, Qd = _to_log(Cd, Zd, Md, Qd if want_q else None)
+        C[idx, h], Z[idx, h], Mom[idx, h] = Cd, Zd, Md
+        if want_q:
+            Q[idx, h] = Qd
+
+    # heads summed directly
+    if far:
+        put(slice(None), far, direct(X, np.ascontiguousarray(A[far])))
+    info.n_rechecked = _recheck(X, A, bad, direct, put, want_q, tol, level, mode)
+    return C, Z, Mom, Q, info
+
+
+def _far_heads(kappa, degrees, tol: float, l_max: int, level: int, mode: str, info: FastSumInfo) -> list[int]:
+    """The heads whose kappa is too large for an expansion of degree <= l_max (degree -1); logged once, noted in ``info``."""
+    H = len(degrees)
+    far = [h for h in range(H) if degrees[h] < 0]
+    if far:
+        _log_once(
+            level, ("kappa", mode),
+            "fast summation: %d of %d heads have kappa = |A^T x| up to %.3g, too large for tol = %.1e with degree <= %d; "
+            "summing those heads directly",
+            len(far), H, float(kappa[far].max()), tol, l_max,
+        )
+        info.reasons.append(f"{len(far)} heads with kappa too large")
+    return far
+
+
+def _expand(X, Y, w, A, kappa, degrees, far, wsum, tol, tol_m, l_max, want_q, log_form):
+    """(C, Z, Mom, Q, bad) for all H heads from the expansions of the heads not in ``far`` (:func:`_target_kernel`);
+    the far heads' entries are left for direct summation."""
+    m, H = X.shape[0], A.shape[0]
     # degree tables up to the largest kappa of the heads summed by expansion (the far
     # heads' blocks get degree -1 from the table or are overwritten below)
     kfit = max(float(kappa[h]) for h in range(H) if degrees[h] >= 0)
@@ -899,22 +944,14 @@ def moments(X, Y, w, A, *, want_q=False, tol=1e-10, tol_moments=None, mode="fast
             if arr.size:
                 arr[:, near] = part
         C, Z, Mom, Q, bad = full
-    info.path = "fast" if not far else "mixed"
+    return C, Z, Mom, Q, bad
 
-    def put(idx, h, res):
-        Cd, Zd, Md, Qd = res
-        if log_form:
-            Zd, Md, Qd = _to_log(Cd, Zd, Md, Qd if want_q else None)
-        C[idx, h], Z[idx, h], Mom[idx, h] = Cd, Zd, Md
-        if want_q:
-            Q[idx, h] = Qd
 
-    # heads summed directly
-    if far:
-        put(slice(None), far, direct(X, np.ascontiguousarray(A[far])))
-    # targets rejected by the a-posteriori check
+def _recheck(X, A, bad, direct, put, want_q, tol, level, mode) -> int:
+    """Recompute directly (``put(idx, h, direct(...))``) the (target, head) pairs that the a-posteriori check
+    rejected (``bad``); returns their number."""
+    m, H = bad.shape
     nb = int(np.count_nonzero(bad))
-    info.n_rechecked = nb
     if nb:
         if nb > 0.01 * m * H:
             _log_once(
@@ -926,4 +963,4 @@ def moments(X, Y, w, A, *, want_q=False, tol=1e-10, tol_moments=None, mode="fast
             idx = np.flatnonzero(bad[:, h])
             Cd, Zd, Md, Qd = direct(np.ascontiguousarray(X[idx]), np.ascontiguousarray(A[h : h + 1]))
             put(idx, h, (Cd[:, 0], Zd[:, 0], Md[:, 0], Qd[:, 0] if want_q else None))
-    return C, Z, Mom, Q, info
+    return nb

@@ -75,7 +75,8 @@ def attention_moments(X, Y, w, A, *, want_q: bool = False, log: bool = False, si
     log : return log Z and the moments divided by Z (Y/Z, Q/Z) instead of the raw
         sums; this form never overflows.
     simd : for d = 3 and ||A_h||_2 <= 64 use the vectorised kernel (polynomial
-        exponential, reassociated sums; agrees with the scalar one to ~1e-14);
+        exponential, reassociated sums; agrees with the scalar one to round-off, as
+        tests/test_kernels.py checks);
         ``False`` forces the scalar online-log-sum-exp kernel (any d, any ||A||) and
         direct summation.
     summation : ``"direct"`` (the exact O(m n H) sums above), ``"fast"`` (d = 3:

@@ -134,7 +134,7 @@ class OutputSection:
     record_dt: float = _f(0.05, "time between diagnostics rows (a multiple of the weight grid step)", gt=0.0)
     snapshot_dt: float = _f(0.5, "time between snapshots of tokens/density (a multiple of record_dt)", gt=0.0)
     vtk: bool = _f(True, "write VTK series for ParaView/PyVista: mesh and both runs vtk/density_NNNNNN.vtp + density.pvd, particle and both runs vtk/tokens_NNNNNN.vtp + tokens.pvd")
-    distances: str = _f("cheap", "run.solver = 'both': mesh-vs-token distances per record: 'cheap' = l1_hist + w1_sliced (about 0.2 s per record at 5120 cells x 2000 tokens), 'all' = also the exact W1 w1_exact (about 7 s per record there, grows like cells x tokens), 'none'", choices=("cheap", "all", "none"))
+    distances: str = _f("cheap", "run.solver = 'both': mesh-vs-token distances per record: 'cheap' = l1_hist + w1_sliced, 'all' = also the exact W1 w1_exact (a transport problem of cells x tokens at every record, by far the dearest), 'none'", choices=("cheap", "all", "none"))
     distance_every: int = _f(1, "run.solver = 'both': compute the distances every N records only (and at T); other rows hold NaN", min=1)
     checkpoint_every: int = _f(200, "write a checkpoint every N records", min=1)
     checkpoint_minutes: float = _f(5.0, "... or after this many minutes of wall time", gt=0.0)
@@ -683,8 +683,8 @@ def config_to_toml(cfg: Config, *, comments: bool = True) -> str:
 
 
 # ------------------------------------------------------------------ memory estimates
-#: Bytes per mesh cell of a mesh run (geometry, state, stages, fluxes; measured ~1 kB at
-#: H = 1 and ~1.8 kB at H = 4) -- the constant and the per-head part.
+#: Bytes per mesh cell of a mesh run (geometry, state, stages, fluxes): the constant and the
+#: per-head part, an upper estimate of the peak of a run with H heads.
 MESH_BYTES_PER_CELL = (1024, 256)
 
 
@@ -694,7 +694,8 @@ TOKEN_BYTES = (32 * 8, 16 * 8)
 
 
 #: Worst case of the recorded cluster count (model.clusters.weighted_clusters): scipy lists every
-#: pair of tokens closer than the linkage radius, ~28 bytes per n^2 once all tokens gather.
+#: pair of tokens closer than the linkage radius, n^2 pairs once all tokens gather, at this
+#: many bytes per pair.
 CLUSTER_BYTES_PER_PAIR = 28
 
 

@@ -14,10 +14,10 @@ two measures, chosen by ``distances`` (the columns and their order:
 * ``w1_exact`` -- the exact W1 with geodesic cost, in radians (network simplex,
   :func:`spherepde.solvers.distances.wasserstein_sphere`), only with ``distances = "all"``.
 
-``distances = "cheap"`` records the first two (milliseconds per record), ``"all"`` all
-three (the exact W1 costs seconds per record at 5120 cells x 2000 tokens), ``"none"``
-none. With ``distance_every = N`` the distances are computed at every N-th record (and
-at the last one, ``t_end``); the other rows hold NaN.
+``distances = "cheap"`` records the first two, ``"all"`` all three (the exact W1 solves a
+transport problem between the cells and the tokens at every record, by far the dearest;
+docs/guide/mesh-vs-tokens.md), ``"none"`` none. With ``distance_every = N`` the distances
+are computed at every N-th record (and at the last one, ``t_end``); the other rows hold NaN.
 """
 
 from __future__ import annotations

@@ -68,53 +68,24 @@ import numpy as np
 
 from spherepde.model.statistics import fit_rate, growth_rate
 from spherepde.studies import common as _v
-from spherepde.studies.common import checks_line, print_study, require, require_finite, save_figure, solver_check, study_params
+from spherepde.studies.common import checks_line, frozen_beta_path, print_study, require, require_finite, save_figure, solver_check, study_params
 
 NAME = "analytic"
 TITLE = "Analytic benchmarks: linear stability rates and uniform-state energy"
 
-SIZES = {
-    "smoke": {
-        "levels": [8],
-        "ls": [1, 2],
-        "m": 0,
-        "betas": [2.0],
-        "signs": [1, -1],
-        "eps": 1e-3,
-        "T": 0.1,
-        "steps": 4,
-        "energy_levels": [4, 8, 16],
-        "energy_betas": [1.0, 2.0, 5.0],
-        "rotation_levels": [4, 8],
-    },
-    "quick": {
-        "levels": [8, 16],
-        "ls": [1, 2, 3, 4, 5, 6],
-        "m": 0,
-        "betas": [1.0, 2.0, 4.0],
-        "signs": [1, -1],
-        "eps": 1e-3,
-        "T": 0.1,
-        "steps": 4,
-        "energy_levels": [4, 8, 16, 32],
-        "energy_betas": [1.0, 2.0, 5.0],
-        "rotation_levels": [8, 16],
-    },
-    # ~25 min on 2 cores (level 32: ~1.8 s per attention evaluation)
-    "full": {
-        "levels": [8, 16, 24, 32],
-        "ls": [1, 2, 3, 4, 5, 6],
-        "m": 0,
-        "betas": [1.0, 2.0, 4.0],
-        "signs": [1, -1],
-        "eps": 1e-3,
-        "T": 0.1,
-        "steps": 4,
-        "energy_levels": [4, 8, 16, 32, 64],
-        "energy_betas": [1.0, 2.0, 5.0],
-        "rotation_levels": [8, 16, 32],
-    },
-}
+SIZES = _v.sizes_table({  # full: ~25 min on 2 cores (level 32: ~1.8 s per attention evaluation)
+    "levels": _v.per_size([8], [8, 16], [8, 16, 24, 32]),
+    "ls": _v.per_size([1, 2], [1, 2, 3, 4, 5, 6], [1, 2, 3, 4, 5, 6]),
+    "m": 0,
+    "betas": _v.per_size([2.0], [1.0, 2.0, 4.0], [1.0, 2.0, 4.0]),
+    "signs": [1, -1],
+    "eps": 1e-3,
+    "T": 0.1,
+    "steps": 4,
+    "energy_levels": _v.per_size([4, 8, 16], [4, 8, 16, 32], [4, 8, 16, 32, 64]),
+    "energy_betas": [1.0, 2.0, 5.0],
+    "rotation_levels": _v.per_size([4, 8], [8, 16], [8, 16, 32]),
+})
 
 #: What each size parameter may be (``spherepde validate --set`` checks overrides against it before anything runs).
 RANGES = {
@@ -165,12 +136,6 @@ def uniform_energy(beta: float) -> float:
 
 
 # ------------------------------------------------------------------ runs
-def _frozen_path(beta: float, sign: float, T: float, dt: float):
-    from spherepde.model.weights import FrozenProcess, generate_weight_path
-
-    return generate_weight_path(FrozenProcess(), H=1, d=3, T=T, dt=dt, init="beta", beta=beta, sign=sign)
-
-
 def _trajectory(mesh, rho0, path, T: float):
     """Solve to T (ssprk3, first order, adaptive dt; every step is capped by the weight grid);
     returns the step times (n,) and densities (n, nc)."""
@@ -201,7 +166,7 @@ def linear_rates(p: dict) -> list[dict]:
         for beta in p["betas"]:
             for sign in p["signs"]:
                 t0 = time.perf_counter()
-                path = _frozen_path(beta, sign, T, T / K)
+                path = frozen_beta_path(beta, sign, T, T / K)
                 ts, R0 = _trajectory(mesh, dens.uniform(mesh), path, T)
                 drift = float(np.max(np.abs(R0[-1] - R0[0])) * 4 * math.pi / T)
                 for l in p["ls"]:
@@ -264,7 +229,7 @@ def uniform_energies(p: dict) -> list[dict]:
         mesh = icosphere(level)
         rho = dens.uniform(mesh)
         for beta in p["energy_betas"]:
-            E = MeshSolver(mesh, rho, _frozen_path(beta, -1, 1.0, 1.0)).record()["energy"]
+            E = MeshSolver(mesh, rho, frozen_beta_path(beta, -1, 1.0, 1.0)).record()["energy"]
             ex = uniform_energy(beta)
             rows.append(
                 {"level": int(level), "n_cells": int(mesh.n_cells), "h": float(mesh.h), "beta": float(beta), "energy": float(E), "exact": ex, "rel_err": abs(E - ex) / ex}

@@ -18,9 +18,8 @@ machine slows both alike); only the ratios are meant to be compared across machi
 NumPy baselines are timed with OpenBLAS at its default thread count and at one thread
 (set through ctypes where possible), and the faster of the two is used.
 The report carries the core count, the Numba threading layer and the load average.
-``--quick`` uses fewer sizes and heads (most of the full run is the direct-sum step of (e) on
-20,480 cells). The same code runs as
-``python benchmarks/bench.py``.
+``--quick`` uses fewer sizes, heads and steps, and level 16 alone in (e). The same code
+runs as ``python benchmarks/bench.py``.
 """
 
 from __future__ import annotations
@@ -50,6 +49,20 @@ def _side_by_side(f1, f2, repeat: int):
         f2()
         t2 = min(t2, time.perf_counter() - s)
     return t1, t2
+
+
+def _against_numpy(f, numpy_f, repeat: int, numpy_f_1=None):
+    """(t_f, t_numpy, t_numpy_1): minimum wall times of ``f`` and of a NumPy baseline at NumPy's
+    default BLAS thread count (``numpy_f``) and at one thread (``numpy_f_1``, default ``numpy_f``
+    under ``_BlasThreads(1)``), each timed alternately with ``f``; ``t_f`` over both rounds."""
+    if numpy_f_1 is None:
+        def numpy_f_1():
+            with _BlasThreads(1):
+                numpy_f()
+
+    t1, tn = _side_by_side(f, numpy_f, repeat)
+    t2, tn1 = _side_by_side(f, numpy_f_1, repeat)
+    return min(t1, t2), tn, tn1
 
 
 class _BlasThreads:
@@ -193,9 +206,7 @@ def _direct_vs_numpy_case(X, Y, w, A, rep: int) -> dict:
         with _BlasThreads(1):
             res["n1"] = numpy_attention_moments(X, Y, w, A)
 
-    td, tn = _side_by_side(direct, numpy_, rep)
-    td2, tn1 = _side_by_side(direct, numpy_1, rep)
-    td = min(td, td2)
+    td, tn, tn1 = _against_numpy(direct, numpy_, rep, numpy_1)
     best = min(tn, tn1)  # NumPy at its best BLAS thread count
     Zd, Zn = res["d"][0], res["n"][0]
     n, H = Y.shape[0], A.shape[0]
@@ -353,13 +364,8 @@ def bench_particles(quick: bool) -> dict:
         for _ in range(steps):
             numpy_step()
 
-    def numpy_steps_1():
-        with _BlasThreads(1):
-            numpy_steps()
-
-    ts, tn = _side_by_side(solver_steps, numpy_steps, 3)
-    ts2, tn1 = _side_by_side(solver_steps, numpy_steps_1, 3)
-    ts, tn = min(ts, ts2), min(tn, tn1)
+    ts, tn, tn1 = _against_numpy(solver_steps, numpy_steps, 3)
+    tn = min(tn, tn1)
     # the attention sums alone (kernel vs the NumPy exponentials and contractions)
     from spherepde.attention import attention_moments
 
@@ -373,13 +379,8 @@ def bench_particles(quick: bool) -> dict:
         E = np.exp(np.einsum("ik,hkl,jl->hij", X, A, X, optimize=True)) * w
         E.sum(axis=2), np.matmul(E, X), np.einsum("hij,ij->ih", E, (X @ X.T) ** 2)
 
-    def k2_1():
-        with _BlasThreads(1):
-            k2()
-
-    tk, tkn = _side_by_side(k1, k2, 5)
-    tk2, tkn1 = _side_by_side(k1, k2_1, 5)
-    tk, tkn = min(tk, tk2), min(tkn, tkn1)
+    tk, tkn, tkn1 = _against_numpy(k1, k2, 5)
+    tkn = min(tkn, tkn1)
     return {
         "n": n, "H": H, "integrator": "euler", "process": "ou",
         "t_step_solver_s": ts / steps, "t_step_numpy_s": tn / steps, "speedup": tn / ts,
@@ -396,7 +397,7 @@ def bench_density_study(quick: bool, *, levels=None, H: int = 100, steps: int | 
     * ``fused``: the default (fast sums with per-block degrees, moments at
       ``diagnostics_tol`` = 1e-6, the fused rate kernel);
     * ``numpy``: the same sums with every moment at ``summation_tol`` and the NumPy
-      head reductions (``velocity_from_fields``, ``state_rates``), the route before;
+      head reductions (``velocity_from_fields``, ``state_rates``), the unfused route;
     * ``direct``: direct summation (one step; O(N^2 H)).
 
     Reports the wall per step and per unit time, the T = 20 path projected from these first
@@ -486,8 +487,19 @@ def bench_density_study(quick: bool, *, levels=None, H: int = 100, steps: int | 
     return {"cases": rows, "goal_T20_s": 300.0}
 
 
+#: The report's parts in the order they run: (key, progress line, benchmark taking ``quick``).
+_PARTS = (
+    ("a_direct_vs_numpy", "(a) direct kernel vs NumPy ...", bench_direct_vs_numpy),
+    ("b_fast_vs_direct", "(b) fast vs direct summation ...", bench_fast_vs_direct),
+    ("b_auto_crossover", "(b') where summation = 'auto' switches to the fast sums ...", bench_auto_crossover),
+    ("c_mesh_step_scaling", "(c) mesh-solver step vs cells ...", bench_mesh_scaling),
+    ("d_particles", "(d) particle solver vs NumPy ...", bench_particles),
+    ("e_density_study", "(e) density-level paper study, H = 100 ...", bench_density_study),
+)
+
+
 def run_benchmarks(quick: bool = False, progress=None) -> dict:
-    """All four figures and the targets met, as a JSON-serialisable dict."""
+    """Every part of :data:`_PARTS` (figures (a) to (e)) and the targets met, as a JSON-serialisable dict."""
     say = progress or (lambda msg: None)
     from spherepde.attention import attention_moments
     from spherepde.attention import harmonic as fastsum
@@ -498,18 +510,9 @@ def run_benchmarks(quick: bool = False, progress=None) -> dict:
     attention_moments(x, x, np.ones(len(x)), np.eye(3)[None], want_q=False, summation="fast")
     report = {"machine": _machine(), "quick": bool(quick)}
     t0 = time.perf_counter()
-    say("(a) direct kernel vs NumPy ...")
-    report["a_direct_vs_numpy"] = bench_direct_vs_numpy(quick)
-    say("(b) fast vs direct summation ...")
-    report["b_fast_vs_direct"] = bench_fast_vs_direct(quick)
-    say("(b') where summation = 'auto' switches to the fast sums ...")
-    report["b_auto_crossover"] = bench_auto_crossover(quick)
-    say("(c) mesh-solver step vs cells ...")
-    report["c_mesh_step_scaling"] = bench_mesh_scaling(quick)
-    say("(d) particle solver vs NumPy ...")
-    report["d_particles"] = bench_particles(quick)
-    say("(e) density-level paper study, H = 100 ...")
-    report["e_density_study"] = bench_density_study(quick)
+    for key, what, bench in _PARTS:
+        say(what)
+        report[key] = bench(quick)
     report["wall_time_s"] = time.perf_counter() - t0
     a = report["a_direct_vs_numpy"]
     b = [r for r in report["b_fast_vs_direct"] if r["density"] == "random"]

@@ -3,6 +3,7 @@ time averages: :mod:`spherepde.model.statistics`)."""
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import sys
@@ -15,6 +16,7 @@ import numpy as np
 from spherepde._base import atomic_write_text
 from spherepde.runs.files import jsonable
 from spherepde.solvers.integrators import integrator_names
+from spherepde.studies import SIZES
 
 __all__ = [
     "Range",
@@ -23,7 +25,11 @@ __all__ = [
     "checks_line",
     "claim_sentence",
     "figure_path",
+    "format_number",
+    "frozen_beta_path",
     "markdown_table",
+    "per_size",
+    "sizes_table",
     "paper_claim",
     "require",
     "require_finite",
@@ -99,6 +105,23 @@ def progress_logger(verbose: bool):
     return log
 
 
+
+class per_size(tuple):
+    """A study parameter that changes with the size: its values at (smoke, quick, full)."""
+
+    def __new__(cls, smoke, quick, full):
+        return super().__new__(cls, (smoke, quick, full))
+
+
+def sizes_table(params: dict) -> dict:
+    """A study's ``SIZES`` ({size: {name: value}} over :data:`spherepde.studies.SIZES`) from one table
+    of its parameters, in their order:
+    a :class:`per_size` value gives each size its own, any other value is the same at every size
+    (each size gets its own copy)."""
+    return {size: {k: copy.deepcopy(v[i] if isinstance(v, per_size) else v) for k, v in params.items()}
+            for i, size in enumerate(SIZES)}
+
+
 def study_params(sizes: dict, size: str, overrides: dict, *, strict: bool = False):
     """The parameters of a study's ``run(size, **overrides)`` and its progress ``log``.
 
@@ -125,6 +148,14 @@ class StudyPreconditionError(RuntimeError):
     Raised (with a one-line message) instead of counting a check; ``spherepde validate``
     reports the study as an error and exits 1.
     """
+
+
+def frozen_beta_path(beta: float, sign: float, T: float, dt: float, H: int = 1):
+    """Frozen weights D_h = beta I for H heads on S^2 (``sign`` s), on the grid 0, dt, ..., T
+    (:class:`spherepde.model.weights.FrozenProcess`)."""
+    from spherepde.model.weights import FrozenProcess, generate_weight_path
+
+    return generate_weight_path(FrozenProcess(), H=H, d=3, T=T, dt=dt, init="beta", beta=beta, sign=sign)
 
 
 def require(condition, message: str) -> None:
@@ -164,8 +195,9 @@ def _num(x):
     return v
 
 
-def _g(x) -> str:
-    return "nan" if x is None or not math.isfinite(x) else f"{x:.3g}"
+def format_number(x, f: str = "{:.3g}") -> str:
+    """``x`` formatted by the format string ``f``; "nan" when ``x`` is None or not finite."""
+    return "nan" if x is None or not np.isfinite(x) else f.format(x)
 
 
 def solver_check(measured, *, lo=None, hi=None, expected=None, tolerance: str | None = None) -> dict:
@@ -218,7 +250,7 @@ def paper_claim(value, interval, paper_value: float, *, statement: str, quantity
 def claim_sentence(claim: dict) -> str:
     """``<q> = v, 95% interval [lo, hi]: the paper's <q> = p is REPRODUCED / NOT reproduced (...)``."""
     q, (lo, hi), pv = claim.get("quantity", "b"), claim["interval"], claim["paper_value"]
-    head = f"{q} = {_g(claim['value'])}, 95% interval [{_g(lo)}, {_g(hi)}]: the paper's {q} = {pv:g} is "
+    head = f"{q} = {format_number(claim['value'])}, 95% interval [{format_number(lo)}, {format_number(hi)}]: the paper's {q} = {pv:g} is "
     if claim["reproduced"]:
         return head + "REPRODUCED (the interval contains it)"
     finite = all(x is not None and math.isfinite(x) for x in (lo, hi))

@@ -7,9 +7,8 @@ weight grid only fixes where the mesh solver may step). For two cases,
   D_h = I + (G + G^T)/4 (H = 2), started from a smooth von Mises--Fisher mixture: the
   flow spreads the mass and stays smooth. (The paper's indefinite D_h = G + G^T is not
   used here: with s = -1 it aggregates along the negative eigen-directions, and the
-  flow amplifies the sampling differences between token clouds -- W1 between two
-  independent clouds doubled within T = 1 in a trial -- which masks both rates. The
-  stability study measures that amplification.)
+  flow amplifies the sampling differences between token clouds, which masks both rates.
+  The stability study measures that amplification.)
 * ``clustering`` -- s = +1, D = 4 I (H = 1, frozen), a vMF mixture that contracts into
   point-like clusters within the run (the Geshkovski et al. clustering regime),
 
@@ -45,30 +44,27 @@ mesh--particle distance is bounded below by both errors, so each fit flattens on
 other error dominates.
 
 Solver checks (each a measured order against the expected one, with a band that the
-first-order scheme meets at every size; measured values smoke / quick / full):
+first-order scheme meets at every size; the measured orders are in the study's report):
 
 * W1 between mesh levels (each level against the finest, t = T): order in h in
-  [0.8, 1.3] (expected 1; repulsive 1.04 / 0.99 / 1.01, clustering 1.07 / 0.98 / 1.08);
-* L1 between mesh levels: order in h in [0.7, 1.3] for the smooth repulsive case
-  (0.93 / 0.85 / 0.97) and [0.5, 1.3] for the concentrating clustering case, where the
-  L1 order of upwind drops below 1 (1.02 / 0.60 / 0.76);
+  [0.8, 1.3] (expected 1);
+* L1 between mesh levels: order in h in [0.7, 1.3] for the smooth repulsive case and
+  [0.5, 1.3] for the concentrating clustering case, where the L1 order of upwind drops
+  below 1;
 * mesh-to-token W1 at t = T (finest level against n tokens): order in n in
-  [-0.7, -0.25] (Monte-Carlo -1/2 up to sqrt(log n); repulsive -0.44 / -0.36 / -0.40,
-  clustering -0.40 / -0.44 / -0.48). This is the check that sees a wrong mesh solution:
-  the self-convergence rates above are blind to a consistently wrong scheme (every level
-  converges to the same wrong limit), but then the distance to the tokens stalls at the
-  discrepancy and its order in n drops to ~0 (a flux of the wrong sign gives -0.05 / -0.08
-  at smoke size);
+  [-0.7, -0.25] (Monte-Carlo -1/2 up to sqrt(log n)). This is the check that sees a wrong
+  mesh solution: the self-convergence rates above are blind to a consistently wrong scheme
+  (every level converges to the same wrong limit), but then the distance to the tokens
+  stalls at the discrepancy and its order in n drops towards 0;
 * mass conservation on every level: max |M(t) - 1| <= 1e-10.
 
 Finite distances are a precondition (the study aborts with
 :class:`spherepde.studies.common.StudyPreconditionError`). The mesh-to-token W1 order in
 h and the sampling order at t = 0 are reported, not checked: the first flattens at the
-tokens' own sampling distance (0.19..0.64 depending on size and case), the second tests
-the sampling, not a solver.
+tokens' own sampling distance, the second tests the sampling, not a solver.
 
-Sizes (``SIZES``): quick: levels 4, 8, 12, n up to 4000 (the exact W1 problems of up to
-2880 x 4000 dominate the cost); full: levels up to 24, n up to 16000.
+Sizes (``SIZES``): quick: levels 4, 8, 12, n up to 4000 (exact W1 problems of up to
+2880 cells x 4000 tokens); full: levels up to 24, n up to 16000.
 """
 
 from __future__ import annotations
@@ -81,6 +77,7 @@ import numpy as np
 from spherepde.model.statistics import fit_rate
 from spherepde.studies import common as _v
 from spherepde.studies.common import checks_line, figure_path, markdown_table, require, require_finite, solver_check, study_params
+from spherepde.studies.common import format_number as _fmt
 
 NAME = "mesh_vs_particles"
 TITLE = "Mesh solver versus particle solver: convergence in mesh size h and token count n"
@@ -226,11 +223,10 @@ def _run_particles(X0, path, times):
 
 
 def _case(case: str, p: dict, log) -> dict:
-    from spherepde.geometry import densities
+    """One case: mesh runs on every level and particle runs for every n on one frozen weight path, then the
+    h-study, the n-study and the curves for the plots."""
     from spherepde.geometry.meshfiles import icosphere
     from spherepde.model.weights import FrozenProcess, generate_weight_path
-    from spherepde.solvers.distances import l1_to_particles, wasserstein_sphere
-    from spherepde.solvers.particles import initial_tokens
 
     c = CASES[case]
     T = float(p["T"][case])
@@ -245,15 +241,23 @@ def _case(case: str, p: dict, log) -> dict:
     kappas = np.full(len(means), c["kappa"])
     levels = list(p["levels"])
     n_list = list(p["n_list"])
-    n_max = max(n_list)
-    max_exact = int(p["max_exact"])
-    nproj = int(p["sliced_projections"])
-    # sliced W only where the exact problem is too large somewhere in the n-study
-    # (then for every n, so that one fit uses one metric)
-    use_sliced = max(n_list) * icosphere(levels[-1]).n_cells > max_exact
     out = {"description": c["description"], "T": T, "times": times, "weights_dt": wdt, "H": c["H"], "sign": c["sign"]}
+    meshes, mesh_runs, mesh_wall = _mesh_runs(case, levels, means, kappas, path, times, log)
+    part_runs, part_wall = _particle_runs(case, n_list, int(p["seeds_small"]), means, kappas, path, times, log)
+    kappa_s = 1.0 / (2.0 * icosphere(levels[-1]).h) ** 2  # one kernel for every level
+    metrics = _Metrics(int(p["max_exact"]), int(p["sliced_projections"]), kappa_s)
+    nt = len(times)
+    out["h_study"] = _h_study(case, p, nt, meshes, mesh_runs, mesh_wall, part_runs, metrics, log)
+    out["n_study"] = _n_study(case, p, nt, meshes, mesh_runs, part_runs, part_wall, metrics, log)
+    out["curves"] = _curves(mesh_runs, part_runs, levels, n_list)
+    return out
 
-    # --- mesh runs
+
+def _mesh_runs(case: str, levels, means, kappas, path, times, log):
+    """The mesh solver from the vMF mixture on each icosphere level: ``meshes``, ``runs`` {L: (rhos, rows, steps)}, wall times."""
+    from spherepde.geometry import densities
+    from spherepde.geometry.meshfiles import icosphere
+
     meshes, mesh_runs, mesh_wall = {}, {}, {}
     for L in levels:
         t0 = time.perf_counter()
@@ -264,11 +268,17 @@ def _case(case: str, p: dict, log) -> dict:
         mesh_runs[L] = (rhos, rows, steps)
         mesh_wall[L] = time.perf_counter() - t0
         log(f"[{case}] mesh level {L} ({mesh.n_cells} cells): {steps} steps, {mesh_wall[L]:.1f} s")
+    return meshes, mesh_runs, mesh_wall
 
-    # --- particle runs
+
+def _particle_runs(case: str, n_list, seeds_small: int, means, kappas, path, times, log):
+    """The particle solver from iid vMF-mixture tokens for each n (several seeds for small n):
+    ``runs`` {n: [(X, rows) per seed]}, wall times."""
+    from spherepde.solvers.particles import initial_tokens
+
     part_runs, part_wall = {}, {}
     for n in n_list:
-        reps = _seeds_for(n, n_list, int(p["seeds_small"]))
+        reps = _seeds_for(n, n_list, seeds_small)
         t0 = time.perf_counter()
         part_runs[n] = []
         for r in range(reps):
@@ -276,23 +286,35 @@ def _case(case: str, p: dict, log) -> dict:
             part_runs[n].append(_run_particles(X0, path, times))
         part_wall[n] = time.perf_counter() - t0
         log(f"[{case}] particles n = {n} x {reps} seed(s): {part_wall[n]:.1f} s")
+    return part_runs, part_wall
 
-    kappa_s = 1.0 / (2.0 * icosphere(levels[-1]).h) ** 2  # one kernel for every level
 
-    cache = {}
+_KEYS = ("w1", "w1_sliced", "l1_hist", "l1_smooth", "dE", "dG2")
 
-    def metrics(mesh, rho, row, X, prow, *, sliced: bool):
+
+class _Metrics:
+    """Mesh-to-token distances at one time (the keys of ``_KEYS``), cached by the arrays compared.
+
+    ``max_exact``: exact W1 only when (cells with mass) x tokens is at most this; ``nproj``: projections of the
+    sliced W1; ``kappa_s``: the vMF kernel that smooths both measures for "l1_smooth"."""
+
+    def __init__(self, max_exact: int, nproj: int, kappa_s: float):
+        self.max_exact, self.nproj, self.kappa_s = max_exact, nproj, kappa_s
+        self.cache = {}
+
+    def __call__(self, mesh, rho, row, X, prow, *, sliced: bool) -> dict:
         key = (id(rho), id(X), sliced)
-        if key not in cache:
-            cache[key] = _metrics(mesh, rho, row, X, prow, sliced=sliced)
-        return cache[key]
+        if key not in self.cache:
+            self.cache[key] = self._compute(mesh, rho, row, X, prow, sliced=sliced)
+        return self.cache[key]
 
-    def _metrics(mesh, rho, row, X, prow, *, sliced: bool):
-        from spherepde.solvers.distances import particle_density
+    def _compute(self, mesh, rho, row, X, prow, *, sliced: bool) -> dict:
+        from spherepde.solvers.distances import l1_to_particles, particle_density, wasserstein_sphere
 
+        kappa_s = self.kappa_s
         ncell = int(np.sum(rho > 0))
-        w_exact = wasserstein_sphere(mesh, rho, X, method="exact") if ncell * X.shape[0] <= max_exact else float("nan")
-        w_sl = wasserstein_sphere(mesh, rho, X, method="sliced", n_projections=nproj) if sliced else float("nan")
+        w_exact = wasserstein_sphere(mesh, rho, X, method="exact") if ncell * X.shape[0] <= self.max_exact else float("nan")
+        w_sl = wasserstein_sphere(mesh, rho, X, method="sliced", n_projections=self.nproj) if sliced else float("nan")
         return {
             "w1": w_exact,
             "w1_sliced": w_sl,
@@ -303,15 +325,18 @@ def _case(case: str, p: dict, log) -> dict:
             "dG2": abs(row["G2"] - prow["G2"]),
         }
 
-    keys = ("w1", "w1_sliced", "l1_hist", "l1_smooth", "dE", "dG2")
-    nt = len(times)
 
-    # --- h-study: every level against the n_ref (seed 0) particle run
-    n_ref = int(p.get("n_ref") or n_max)
+def _h_study(case: str, p: dict, nt: int, meshes, mesh_runs, mesh_wall, part_runs, metrics: _Metrics, log) -> dict:
+    """Every level against the n_ref (seed 0) particle run and against the finest level, at the ``nt`` record
+    times; rates in h."""
+    from spherepde.geometry.meshfiles import icosphere
+
+    levels, n_list = list(p["levels"]), list(p["n_list"])
+    n_ref = int(p.get("n_ref") or max(n_list))
     if n_ref not in part_runs:
         raise ValueError(f"n_ref = {n_ref} must be one of n_list = {n_list}")
     Xref, prows_ref = part_runs[n_ref][0]
-    hs = {k: [] for k in keys}
+    hs = {k: [] for k in _KEYS}
     hs["l1_self"] = []
     hs["w1_self"] = []
     tm0 = time.perf_counter()
@@ -320,13 +345,12 @@ def _case(case: str, p: dict, log) -> dict:
     for L in levels:
         rhos, rows, _ = mesh_runs[L]
         per = [metrics(meshes[L], rhos[i], rows[i], Xref[i], prows_ref[i], sliced=False) for i in range(nt)]
-        for k in keys:
+        for k in _KEYS:
             hs[k].append([m[k] for m in per])
         if L != Lf:
             hs["l1_self"].append([_l1_between_meshes(meshes[L], rhos[i], meshes[Lf], mesh_runs[Lf][0][i], qmesh) for i in range(nt)])
             hs["w1_self"].append([_w1_between_meshes(meshes[L], rhos[i], meshes[Lf], mesh_runs[Lf][0][i]) for i in range(nt)])
     log(f"[{case}] h-study distances: {time.perf_counter() - tm0:.1f} s")
-    tm0 = time.perf_counter()
     h = [float(meshes[L].h) for L in levels]
     hs.update(levels=levels, h=h, n_ref=n_ref, cells=[meshes[L].n_cells for L in levels],
               steps=[mesh_runs[L][2] for L in levels], wall_s=[mesh_wall[L] for L in levels])
@@ -346,11 +370,21 @@ def _case(case: str, p: dict, log) -> dict:
     hs["rates_sup"] = {k: fit_rate(h, [max(v) for v in hs[k]]) for k in ("dE", "dG2")}
     for k in ("dE_self", "dG2_self"):
         hs["rates_sup"][k] = fit_rate(h[:-1], [max(v) for v in hs[k]])
-    out["h_study"] = hs
+    return hs
 
-    # --- n-study: every n against the finest level
+
+def _n_study(case: str, p: dict, nt: int, meshes, mesh_runs, part_runs, part_wall, metrics: _Metrics, log) -> dict:
+    """Every n (distances averaged over its seeds) against the finest level, at the ``nt`` record times; rates in n."""
+    from spherepde.geometry.meshfiles import icosphere
+
+    levels, n_list = list(p["levels"]), list(p["n_list"])
+    Lf = levels[-1]
+    # sliced W only where the exact problem is too large somewhere in the n-study
+    # (then for every n, so that one fit uses one metric)
+    use_sliced = max(n_list) * icosphere(Lf).n_cells > metrics.max_exact
+    tm0 = time.perf_counter()
     rhos_f, rows_f, _ = mesh_runs[Lf]
-    ns = {k: [] for k in keys}
+    ns = {k: [] for k in _KEYS}
     ns["spread_w1"] = []
     for n in n_list:
         per_seed = []
@@ -359,19 +393,21 @@ def _case(case: str, p: dict, log) -> dict:
                 metrics(meshes[Lf], rhos_f[i], rows_f[i], Xs[i], prows[i], sliced=use_sliced and i in (0, nt - 1))
                 for i in range(nt)
             ])
-        for k in keys:
+        for k in _KEYS:
             ns[k].append([float(np.mean([ps[i][k] for ps in per_seed])) for i in range(nt)])
         ns["spread_w1"].append(float(np.std([ps[-1]["w1"] for ps in per_seed])) if len(per_seed) > 1 else 0.0)
     log(f"[{case}] n-study distances: {time.perf_counter() - tm0:.1f} s")
-    ns.update(kappa_smooth=kappa_s, level=Lf, h=float(meshes[Lf].h), n=n_list, seeds=[len(part_runs[n]) for n in n_list],
+    ns.update(kappa_smooth=metrics.kappa_s, level=Lf, h=float(meshes[Lf].h), n=n_list, seeds=[len(part_runs[n]) for n in n_list],
               wall_s=[part_wall[n] for n in n_list])
-    ns["rates_T"] = {k: fit_rate(n_list, [v[-1] for v in ns[k]]) for k in keys}
-    ns["rates_0"] = {k: fit_rate(n_list, [v[0] for v in ns[k]]) for k in keys}
+    ns["rates_T"] = {k: fit_rate(n_list, [v[-1] for v in ns[k]]) for k in _KEYS}
+    ns["rates_0"] = {k: fit_rate(n_list, [v[0] for v in ns[k]]) for k in _KEYS}
     ns["rates_sup"] = {k: fit_rate(n_list, [max(v) for v in ns[k]]) for k in ("dE", "dG2")}
-    out["n_study"] = ns
+    return ns
 
-    # --- curves for plots
-    out["curves"] = {
+
+def _curves(mesh_runs, part_runs, levels, n_list) -> dict:
+    """G^2, energy, rho_max and the mass error per mesh level, G^2 and energy per token count (seed 0), for the plots."""
+    return {
         "mesh_G2": {str(L): [r["G2"] for r in mesh_runs[L][1]] for L in levels},
         "mesh_energy": {str(L): [r["energy"] for r in mesh_runs[L][1]] for L in levels},
         "mesh_rho_max": {str(L): [r["rho_max"] for r in mesh_runs[L][1]] for L in levels},
@@ -379,7 +415,6 @@ def _case(case: str, p: dict, log) -> dict:
         "particles_G2": {str(n): [r["G2"] for r in part_runs[n][0][1]] for n in n_list},
         "particles_energy": {str(n): [r["energy"] for r in part_runs[n][0][1]] for n in n_list},
     }
-    return out
 
 
 # -------------------------------------------------------------------------------- run
@@ -429,10 +464,6 @@ def _checks(cases) -> dict:
             ns["rates_T"][key], lo=lo, hi=hi, expected=ex
         )
     return ch
-
-
-def _fmt(x, f="{:.3g}"):
-    return "nan" if x is None or not np.isfinite(x) else f.format(x)
 
 
 def _summary(res) -> str:

@@ -48,77 +48,37 @@ import numpy as np
 
 from spherepde.solvers.protocol import advance_through
 from spherepde.studies import common as _v
-from spherepde.studies.common import checks_line, require_finite, save_figure, solver_check, study_params
+from spherepde.studies.common import checks_line, frozen_beta_path, require_finite, save_figure, solver_check, study_params
 
 NAME = "metastability"
 TITLE = "Metastability: merge times and nucleation of clusters (s = +1)"
 
 #: (beta, m1, theta0 in degrees) of the two-cluster cases
-SIZES = {
-    "smoke": {
-        "cases": [[8.0, 0.5, 90.0]],
-        "level": 8,
-        "levels": [8],
-        "kappa": 200.0,
-        "n_tokens": 400,
-        "token_seed": 0,
-        "token_dt": 0.01,
-        "cost_case": 0,
-        "tol": 1e-3,
-        "atoms": True,
-        "record_every": 0.25,
-        "nuc_beta": 10.0,
-        "nuc_level": 8,
-        "nuc_noise_amp": 0.05,
-        "noise_lmax": 8,
-        "noise_seed": 0,
-        "nuc_t_lin": 0.4,
-        "nuc_T": 0.0,
-        "nuc_n": 0,
-    },
-    "quick": {
-        "cases": [[10.0, 0.5, 90.0], [8.0, 0.5, 90.0], [8.0, 0.7, 80.0], [8.0, 0.5, 70.0]],
-        "level": 16,
-        "levels": [8, 16],
-        "kappa": 200.0,
-        "n_tokens": 400,
-        "token_seed": 0,
-        "token_dt": 0.01,
-        "cost_case": 0,
-        "tol": 1e-3,
-        "atoms": True,
-        "record_every": 0.25,
-        "nuc_beta": 10.0,
-        "nuc_level": 16,
-        "nuc_noise_amp": 0.05,
-        "noise_lmax": 8,
-        "noise_seed": 0,
-        "nuc_t_lin": 0.4,
-        "nuc_T": 6.0,
-        "nuc_n": 2000,
-    },
-    "full": {
-        "cases": [[10.0, 0.5, 90.0], [8.0, 0.5, 90.0], [12.0, 0.5, 90.0], [8.0, 0.7, 80.0], [8.0, 0.9, 90.0], [8.0, 0.5, 70.0], [10.0, 0.6, 60.0]],
-        "level": 16,
-        "levels": [8, 16, 32],
-        "kappa": 200.0,
-        "n_tokens": 400,
-        "token_seed": 0,
-        "token_dt": 0.01,
-        "cost_case": 0,
-        "tol": 1e-3,
-        "atoms": True,
-        "record_every": 0.25,
-        "nuc_beta": 10.0,
-        "nuc_level": 32,
-        "nuc_noise_amp": 0.05,
-        "noise_lmax": 8,
-        "noise_seed": 0,
-        "nuc_t_lin": 0.4,
-        "nuc_T": 10.0,
-        "nuc_n": 5000,
-    },
-}
+SIZES = _v.sizes_table({
+    "cases": _v.per_size(
+        [[8.0, 0.5, 90.0]],
+        [[10.0, 0.5, 90.0], [8.0, 0.5, 90.0], [8.0, 0.7, 80.0], [8.0, 0.5, 70.0]],
+        [[10.0, 0.5, 90.0], [8.0, 0.5, 90.0], [12.0, 0.5, 90.0], [8.0, 0.7, 80.0], [8.0, 0.9, 90.0], [8.0, 0.5, 70.0], [10.0, 0.6, 60.0]],
+    ),
+    "level": _v.per_size(8, 16, 16),
+    "levels": _v.per_size([8], [8, 16], [8, 16, 32]),
+    "kappa": 200.0,
+    "n_tokens": 400,
+    "token_seed": 0,
+    "token_dt": 0.01,
+    "cost_case": 0,
+    "tol": 1e-3,
+    "atoms": True,
+    "record_every": 0.25,
+    "nuc_beta": 10.0,
+    "nuc_level": _v.per_size(8, 16, 32),
+    "nuc_noise_amp": 0.05,
+    "noise_lmax": 8,
+    "noise_seed": 0,
+    "nuc_t_lin": 0.4,
+    "nuc_T": _v.per_size(0.0, 6.0, 10.0),
+    "nuc_n": _v.per_size(0, 2000, 5000),
+})
 
 #: What each size parameter may be (``spherepde validate --set`` checks overrides against it before anything runs).
 RANGES = {
@@ -171,10 +131,8 @@ def _means(theta: float) -> list:
 
 
 def _path(beta: float, T: float, dt: float):
-    from spherepde.model.weights import FrozenProcess, generate_weight_path
-
     K = max(1, int(math.ceil(T / dt - 1e-9)))
-    return generate_weight_path(FrozenProcess(), H=1, d=3, T=K * dt, dt=dt, init="beta", beta=beta, sign=1.0)
+    return frozen_beta_path(beta, 1.0, K * dt, dt)
 
 
 def _every(t: float, T: float, every: float):

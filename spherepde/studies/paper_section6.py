@@ -56,84 +56,38 @@ import numpy as np
 from spherepde.model.statistics import exponent_fit, time_average
 from spherepde.studies import common as _v
 from spherepde.studies.common import checks_line, claim_sentence, markdown_table, paper_claim, require_finite, save_figure, study_params, weight_process
+from spherepde.studies.common import format_number as _f
 
 NAME = "paper_section6"
 TITLE = "The paper's Section 6: G^2 against the number of heads, OU and oscillating weights"
 
-SIZES = {
-    "smoke": {
-        "n": 100,
-        "T": 5.0,
-        "dt": 0.02,
-        "record_every": 5,
-        "H": (1, 4),
-        "paths": {"ou": 2, "osc": 2},
-        "paths_H": {},
-        "regimes": ("ou", "osc-shift", "osc-in-phase"),
-        "t_avg": 2.5,
-        "snapshots": (3.0, 4.0, 5.0),
-        "mesh": True,
-        "mesh_level": 3,
-        "mesh_order": 1,
-        "mesh_T": 5.0,
-        "mesh_weights_dt": 0.02,
-        "mesh_H": (1, 4),
-        "mesh_regimes": ("ou", "osc-in-phase"),
-        "mesh_paths": {"ou": 2, "osc": 2},
-        "mesh_integrator": "euler",
-        "mesh_t_avg": 2.5,
-        "mesh_record_dt": 0.1,
-        "bootstrap": 200,
-    },
-    "quick": {
-        "n": 200,
-        "T": 10.0,
-        "dt": 0.02,
-        "record_every": 5,
-        "H": (1, 10, 100),
-        "paths": {"ou": 4, "osc": 2},
-        "paths_H": {"ou": {100: 2}},
-        "regimes": ("ou", "osc-shift", "osc-in-phase"),
-        "t_avg": 2.5,
-        "snapshots": (6.0, 8.0, 10.0),
-        "mesh": True,
-        "mesh_level": 8,
-        "mesh_order": 1,
-        "mesh_T": 5.0,
-        "mesh_weights_dt": 0.02,
-        "mesh_H": (1, 10),
-        "mesh_regimes": ("ou", "osc-in-phase"),
-        "mesh_paths": {"ou": 2, "osc": 2},  # two paths per H: the claims need an interval
-        "mesh_integrator": "euler",
-        "mesh_t_avg": 2.5,
-        "mesh_record_dt": 0.1,
-        "bootstrap": 2000,
-    },
-    "full": {
-        "n": 200,
-        "T": 20.0,
-        "dt": 5e-3,
-        "record_every": 5,
-        "H": (1, 10, 100),
-        "paths": {"ou": 20, "osc": 5},
-        "paths_H": {},
-        "regimes": ("ou", "osc-shift", "osc-in-phase"),
-        "t_avg": 2.5,
-        "snapshots": (16.0, 18.0, 20.0),
-        "mesh": True,
-        "mesh_level": 32,  # the paper examples' discretisation, settled by mesh_convergence (level 32, order 2)
-        "mesh_order": 2,
-        "mesh_T": 20.0,
-        "mesh_weights_dt": 0.02,
-        "mesh_H": (1, 10, 100),  # H = 100 on 20,480 cells at order 2: ~0.3 s per step, ~8.5 min per run here
-        "mesh_regimes": ("ou", "osc-shift", "osc-in-phase"),
-        "mesh_paths": {"ou": 5, "osc": 2},
-        "mesh_integrator": "euler",
-        "mesh_t_avg": 2.5,
-        "mesh_record_dt": 0.1,
-        "bootstrap": 5000,
-    },
-}
+SIZES = _v.sizes_table({
+    "n": _v.per_size(100, 200, 200),
+    "T": _v.per_size(5.0, 10.0, 20.0),
+    "dt": _v.per_size(0.02, 0.02, 5e-3),
+    "record_every": 5,
+    "H": _v.per_size((1, 4), (1, 10, 100), (1, 10, 100)),
+    "paths": _v.per_size({"ou": 2, "osc": 2}, {"ou": 4, "osc": 2}, {"ou": 20, "osc": 5}),
+    "paths_H": _v.per_size({}, {"ou": {100: 2}}, {}),
+    "regimes": ("ou", "osc-shift", "osc-in-phase"),
+    "t_avg": 2.5,
+    "snapshots": _v.per_size((3.0, 4.0, 5.0), (6.0, 8.0, 10.0), (16.0, 18.0, 20.0)),
+    "mesh": True,
+    # full: the paper examples' discretisation, settled by mesh_convergence (level 32, order 2)
+    "mesh_level": _v.per_size(3, 8, 32),
+    "mesh_order": _v.per_size(1, 1, 2),
+    "mesh_T": _v.per_size(5.0, 5.0, 20.0),
+    "mesh_weights_dt": 0.02,
+    # full: H = 100 on 20,480 cells at order 2: ~0.3 s per step, ~8.5 min per run here
+    "mesh_H": _v.per_size((1, 4), (1, 10), (1, 10, 100)),
+    "mesh_regimes": _v.per_size(("ou", "osc-in-phase"), ("ou", "osc-in-phase"), ("ou", "osc-shift", "osc-in-phase")),
+    # quick: two paths per H: the claims need an interval
+    "mesh_paths": _v.per_size({"ou": 2, "osc": 2}, {"ou": 2, "osc": 2}, {"ou": 5, "osc": 2}),
+    "mesh_integrator": "euler",
+    "mesh_t_avg": 2.5,
+    "mesh_record_dt": 0.1,
+    "bootstrap": _v.per_size(200, 2000, 5000),
+})
 
 #: What each size parameter may be (``spherepde validate --set`` checks overrides against it before anything runs).
 _REGIME = _v.Range(None, choices=("ou", "osc-shift", "osc-in-phase", "osc-figure"))
@@ -408,11 +362,20 @@ def _claims(res) -> dict:
     return cl
 
 
-def _f(x, f="{:.3g}"):
-    return "nan" if x is None or not np.isfinite(x) else f.format(x)
-
-
 def _summary(res) -> str:
+    """The study's summary (markdown): particle tables and fits, verdicts on the paper's claims, EDI residuals,
+    the density-level comparison, the checks line."""
+    L = _summary_particles(res)
+    L.append("\n" + " ".join(_summary_verdicts(res)))
+    L += _summary_edi(res)
+    if "mesh" in res:
+        L += _summary_mesh(res)
+    L.append(checks_line(res["checks"], res["claims"]).replace("Solver checks: 0/0 pass.", "No solver checks (this study measures the paper's claims)."))
+    return "\n".join(L)
+
+
+def _summary_particles(res) -> list[str]:
+    """The particle settings, the table of time-averaged G^2 and EDI residuals, and the table of log-log fits in H."""
     p = res["params"]
     parts = res["particles"]
     L = []
@@ -440,7 +403,13 @@ def _summary(res) -> str:
         f, fh = r["fit"], r["fit_half"]
         rows.append([regime, f["b"], f"[{_f(f['ci95'][0])}, {_f(f['ci95'][1])}]", fh["b"], f"[{_f(fh['ci95'][0])}, {_f(fh['ci95'][1])}]"])
     L.append(markdown_table(["regime", f"b (t>={p['t_avg']:g})", "95% bootstrap CI", "b (2nd half)", "95% bootstrap CI"], rows))
-    # verdicts
+    return L
+
+
+def _summary_verdicts(res) -> list[str]:
+    """One verdict per regime on the paper's exponent (particles), with local slopes and the likely reason."""
+    p = res["params"]
+    parts = res["particles"]
     verdicts = []
     claims = res["claims"]
     for regime, r in parts.items():
@@ -466,7 +435,14 @@ def _summary(res) -> str:
         if regime.startswith("osc"):
             verdicts.append(f"G^2 after t = {p['t_avg']:g} stays >= {_f(min(r['G2_min_late']))} on every path "
                             + ("(away from 0)." if min(r["G2_min_late"]) > 1e-2 * max(m) else "(it approaches 0 on some path)."))
-    L.append("\n" + " ".join(verdicts))
+    return verdicts
+
+
+def _summary_edi(res) -> list[str]:
+    """The EDI residuals (paper form and exact chain rule) per regime and H."""
+    p = res["params"]
+    parts = res["particles"]
+    L = []
     if "ou" in parts:
         e = parts["ou"]["edi_max"]
         L.append(
@@ -483,52 +459,66 @@ def _summary(res) -> str:
         e = parts[regime]["edi_max"]
         L.append(f"{regime}: EDI residuals (paper / exact, relative) " + ", ".join(
             f"H = {H}: {_f(x['paper_rel'])} / {_f(x['exact_rel'])}" for x, H in zip(e, parts[regime]["H"])) + ".")
-    if "mesh" in res:
-        m = res["mesh"]
-        rows = []
-        for v in m["runs"].values():
-            rows.append([v["regime"], v["H"], v["path"], v["G2_rel_diff_t0"], v["mesh_tavg"], v["particles_tavg"], v["mesh_tavg_half"], v["particles_tavg_half"], v["G2_rel_L2_diff"]])
-        L.append(
-            f"\nDensity level: mesh icosphere level {m['level']} ({m['cells']} cells, h = {m['h']:.3g}), "
-            + ("first-order upwind " if m.get("order", 1) == 1 else "second order (limited linear reconstruction) ")
-            + f"({p['mesh_integrator']}), from the octahedral density (sigma = 0.05, i.e. bumps {0.05 / m['h']:.2g} cells wide: "
-            f"under-resolved), against n = {p['n']} particles on the SAME weight path (grid dt = {m['weights_dt']:g}, "
-            f"exact OU / oscillating transition -- coarser than the paper's 5e-3 because mesh steps never cross grid points), "
-            f"T = {m['T']:g}:\n"
-        )
-        L.append(markdown_table(["regime", "H", "path", "|dG2|/G2 at t=0", f"mesh <G2> t>={p['mesh_t_avg']:g}", "particles", "mesh <G2> 2nd half", "particles", "rel. L2 diff of G2(t)"], rows))
-        diffs = [v["G2_rel_L2_diff"] for v in m["runs"].values()]
-        L.append(
-            f"\nMesh and particles differ in G^2(t) by {min(diffs):.2g}--{max(diffs):.2g} (relative L2 over the run). "
-            "Sources: the mesh's O(h) error and numerical diffusion of the unresolved initial bumps (G^2 at t = 0 already differs "
-            f"by the quadrature of the narrow bumps), the finite-n sampling error and self-interaction of {p['n']} tokens, "
-            "and Euler in time for both."
-        )
-        if m.get("fits"):
-            rows = [[regime, ", ".join(str(h) for h in f["H"]), f["paths"],
-                     ", ".join(_f(x, "{:.3g}") for x in f["mesh_tavg_mean"]), f["mesh_fit"]["b"],
-                     f"[{_f(f['mesh_fit']['ci95'][0])}, {_f(f['mesh_fit']['ci95'][1])}]",
-                     ", ".join(_f(x, "{:.3g}") for x in f["particles_tavg_mean"]), f["particles_fit"]["b"],
-                     f"[{_f(f['particles_fit']['ci95'][0])}, {_f(f['particles_fit']['ci95'][1])}]"] for regime, f in m["fits"].items()]
-            L.append(f"\nDensity-level exponent: the log-log fit of the path mean of <G^2> (t >= {p['mesh_t_avg']:g}) against H for "
-                     f"the mesh, and for the {p['n']} particles on the same weight paths, with 95% bootstrap intervals over paths "
-                     "(nan with one path per H):\n")
-            L.append(markdown_table(["regime", "H", "paths per H", "mesh <G2> per H", "b mesh", "95% CI", "particles <G2> per H",
-                                     "b particles (same paths)", "95% CI"], rows))
-            verdict = []
-            for regime, f in m["fits"].items():
-                bm, bp = f["mesh_fit"]["b"], f["particles_fit"]["b"]
-                claim = claims[f"{regime}: b = {_paper_b(regime):g} (density level)"]
-                plo, phi = f["particles_fit"]["ci95"]
-                verdict.append(f"{regime} (density level): {claim_sentence(claim)}; the {p['n']} particles on the same paths give "
-                               f"b = {_f(bp)} [{_f(plo)}, {_f(phi)}]"
-                               + (f", {abs(bm - bp):.2g} from the mesh's." if np.isfinite(bm) and np.isfinite(bp) else "."))
-            L.append("\n" + " ".join(verdict))
-        if any("mesh_snapshots" in v for v in m["runs"].values()):
-            L.append("\nDensity snapshots of the largest-H mesh run (one per regime) are in the figure `paper_section6_mesh_snapshots.png`, "
-                     "with the particles of the same path at the final time overlaid.")
-    L.append(checks_line(res["checks"], res["claims"]).replace("Solver checks: 0/0 pass.", "No solver checks (this study measures the paper's claims)."))
-    return "\n".join(L)
+    return L
+
+
+def _summary_mesh(res) -> list[str]:
+    """The density level: mesh against particles on the same weight paths, its exponent fits and snapshots."""
+    p = res["params"]
+    m = res["mesh"]
+    rows = []
+    for v in m["runs"].values():
+        rows.append([v["regime"], v["H"], v["path"], v["G2_rel_diff_t0"], v["mesh_tavg"], v["particles_tavg"], v["mesh_tavg_half"], v["particles_tavg_half"], v["G2_rel_L2_diff"]])
+    L = [
+        f"\nDensity level: mesh icosphere level {m['level']} ({m['cells']} cells, h = {m['h']:.3g}), "
+        + ("first-order upwind " if m.get("order", 1) == 1 else "second order (limited linear reconstruction) ")
+        + f"({p['mesh_integrator']}), from the octahedral density (sigma = 0.05, i.e. bumps {0.05 / m['h']:.2g} cells wide: "
+        f"under-resolved), against n = {p['n']} particles on the SAME weight path (grid dt = {m['weights_dt']:g}, "
+        f"exact OU / oscillating transition -- coarser than the paper's 5e-3 because mesh steps never cross grid points), "
+        f"T = {m['T']:g}:\n",
+    ]
+    L.append(markdown_table(["regime", "H", "path", "|dG2|/G2 at t=0", f"mesh <G2> t>={p['mesh_t_avg']:g}", "particles", "mesh <G2> 2nd half", "particles", "rel. L2 diff of G2(t)"], rows))
+    diffs = [v["G2_rel_L2_diff"] for v in m["runs"].values()]
+    L.append(
+        f"\nMesh and particles differ in G^2(t) by {min(diffs):.2g}--{max(diffs):.2g} (relative L2 over the run). "
+        "Sources: the mesh's O(h) error and numerical diffusion of the unresolved initial bumps (G^2 at t = 0 already differs "
+        f"by the quadrature of the narrow bumps), the finite-n sampling error and self-interaction of {p['n']} tokens, "
+        "and Euler in time for both."
+    )
+    if m.get("fits"):
+        L += _summary_mesh_fits(res)
+    if any("mesh_snapshots" in v for v in m["runs"].values()):
+        L.append("\nDensity snapshots of the largest-H mesh run (one per regime) are in the figure `paper_section6_mesh_snapshots.png`, "
+                 "with the particles of the same path at the final time overlaid.")
+    return L
+
+
+def _summary_mesh_fits(res) -> list[str]:
+    """The density-level exponents: log-log fits in H for the mesh and for the particles on the same paths."""
+    p = res["params"]
+    m = res["mesh"]
+    claims = res["claims"]
+    L = []
+    rows = [[regime, ", ".join(str(h) for h in f["H"]), f["paths"],
+             ", ".join(_f(x, "{:.3g}") for x in f["mesh_tavg_mean"]), f["mesh_fit"]["b"],
+             f"[{_f(f['mesh_fit']['ci95'][0])}, {_f(f['mesh_fit']['ci95'][1])}]",
+             ", ".join(_f(x, "{:.3g}") for x in f["particles_tavg_mean"]), f["particles_fit"]["b"],
+             f"[{_f(f['particles_fit']['ci95'][0])}, {_f(f['particles_fit']['ci95'][1])}]"] for regime, f in m["fits"].items()]
+    L.append(f"\nDensity-level exponent: the log-log fit of the path mean of <G^2> (t >= {p['mesh_t_avg']:g}) against H for "
+             f"the mesh, and for the {p['n']} particles on the same weight paths, with 95% bootstrap intervals over paths "
+             "(nan with one path per H):\n")
+    L.append(markdown_table(["regime", "H", "paths per H", "mesh <G2> per H", "b mesh", "95% CI", "particles <G2> per H",
+                             "b particles (same paths)", "95% CI"], rows))
+    verdict = []
+    for regime, f in m["fits"].items():
+        bm, bp = f["mesh_fit"]["b"], f["particles_fit"]["b"]
+        claim = claims[f"{regime}: b = {_paper_b(regime):g} (density level)"]
+        plo, phi = f["particles_fit"]["ci95"]
+        verdict.append(f"{regime} (density level): {claim_sentence(claim)}; the {p['n']} particles on the same paths give "
+                       f"b = {_f(bp)} [{_f(plo)}, {_f(phi)}]"
+                       + (f", {abs(bm - bp):.2g} from the mesh's." if np.isfinite(bm) and np.isfinite(bp) else "."))
+    L.append("\n" + " ".join(verdict))
+    return L
 
 
 # ------------------------------------------------------------------------------- plot

@@ -45,11 +45,12 @@ import time
 import traceback
 from pathlib import Path
 
+from spherepde.studies import SIZES
+
 __all__ = ["SIZES", "DEFAULT_OUT", "OutputExistsError", "headline", "render_markdown", "run_validation", "studies"]
 
 log = logging.getLogger(__name__)
 
-SIZES = ("smoke", "quick", "full")
 DEFAULT_OUT = "validation-report"
 
 
@@ -108,7 +109,7 @@ def run_validation(
         overwritten; nothing else is deleted).
     progress : print which study is running to stderr.
     verbose : also pass ``verbose=True`` to every study, which then prints one line per
-        run it finishes (the long ``--full`` studies take up to an hour each).
+        run it finishes (a progress trace for the long ``--full`` studies).
     overrides : ``{study name: {parameter: value}}``, passed to that study's
         ``run(size, **parameters)`` (for a partial rerun, e.g. one regime of a full study);
         recorded in ``meta["overrides"]``. Each name must be among the studies run.
@@ -126,9 +127,41 @@ def run_validation(
     ValueError : unknown size or study name.
     OutputExistsError : ``out`` exists and is not empty and ``force`` is False.
     """
-    from spherepde._base import __version__, atomic_write_text
-    from spherepde.studies.common import StudyPreconditionError, save_json
+    names, overrides = _selected(size, only, overrides)
+    out = Path(out)
+    _check_out(out, force)
+    fig_dir = out / "figures"
+    created = not out.exists()
+    try:
+        fig_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OutputExistsError(f"cannot create the output folder {str(out)!r}: {exc.strerror or exc}; choose another --out") from None
+    say = _progress_printer(progress)
 
+    report: dict = {"meta": _meta(size, names, overrides), "studies": {}}
+    t_all = time.perf_counter()
+    for i, name in enumerate(names, 1):
+        entry: dict = {"name": name}
+        report["studies"][name] = entry
+        tag = f"[{i}/{len(names)}] {name}"
+        mod = _run_study(entry, name, size, overrides, verbose, tag, say)
+        if mod is None:
+            continue
+        _plot_study(entry, mod, fig_dir, out, tag, say)
+        say(f"{tag}: done in {entry['wall_s']:.1f} s, {_outcome(entry)}")
+
+    report["meta"]["wall_s"] = time.perf_counter() - t_all
+    try:  # other work on the machine inflates every wall time: say how busy it was
+        report["meta"]["machine"]["load_average_1min_end"] = os.getloadavg()[0]
+    except (AttributeError, OSError):  # pragma: no cover - not on every platform
+        pass
+    _tally(report)
+    _write_report(report, out, created)
+    return report
+
+
+def _selected(size: str, only, overrides: dict | None) -> tuple[list[str], dict]:
+    """The study names to run and a copy of their overrides; ValueError on unknown size, name or override."""
     if size not in SIZES:
         raise ValueError(f"unknown size {size!r}; use one of {', '.join(SIZES)}")
     known = studies()
@@ -142,87 +175,93 @@ def run_validation(
         raise ValueError(f"overrides for {', '.join(map(repr, stray))}, which is not among the studies run ({', '.join(names)})")
     for name, kv in overrides.items():
         _check_overrides(name, size, kv)
-    out = Path(out)
-    _check_out(out, force)
-    fig_dir = out / "figures"
-    created = not out.exists()
+    return names, overrides
+
+
+def _meta(size: str, names: list[str], overrides: dict) -> dict:
+    """The report's ``meta`` block: title, date, version, size, machine, studies requested, overrides."""
+    from spherepde._base import __version__
+
+    return {
+        "title": "spherepde validation report",
+        "date": _dt.datetime.now().astimezone().isoformat(timespec="seconds"),
+        "spherepde_version": __version__,
+        "size": size,
+        "machine": _machine(),
+        "studies_requested": names,
+        "overrides": overrides,
+    }
+
+
+def _run_study(entry: dict, name: str, size: str, overrides: dict, verbose: bool, tag: str, say):
+    """Import and run one study, filling ``entry``; the module, or None when missing or raising."""
+    from spherepde.studies.common import StudyPreconditionError
+
+    modname = f"spherepde.studies.{name}"
+    if importlib.util.find_spec(modname) is None:
+        entry.update(status="missing", error=f"module {modname} is not present")
+        say(f"{tag}: module {modname} is missing -- skipped")
+        return None
+    say(f"{tag}: running ({size}) ...")
+    t0 = time.perf_counter()
     try:
-        fig_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise OutputExistsError(f"cannot create the output folder {str(out)!r}: {exc.strerror or exc}; choose another --out") from None
-    say = _progress_printer(progress)
+        mod = importlib.import_module(modname)
+        entry["title"] = getattr(mod, "TITLE", name)
+        kw = dict(overrides.get(name, {}))
+        if verbose:
+            kw["verbose"] = True
+        results = mod.run(size, **kw)
+    except StudyPreconditionError as exc:
+        entry.update(status="error", error=f"precondition failed: {exc}", precondition=True, wall_s=time.perf_counter() - t0)
+        say(f"{tag}: ERROR after {entry['wall_s']:.1f} s: {entry['error']}")
+        return None
+    except Exception as exc:  # noqa: BLE001 - a broken study must not stop the others
+        entry.update(status="error", error=f"{type(exc).__name__}: {exc}", traceback=traceback.format_exc(), wall_s=time.perf_counter() - t0)
+        say(f"{tag}: ERROR after {entry['wall_s']:.1f} s: {entry['error']}")
+        return None
+    entry["wall_s"] = time.perf_counter() - t0
+    entry.update(
+        status="ok",
+        results=results,
+        summary=results.get("summary", ""),
+        checks={k: _normalise_check(v) for k, v in results.get("checks", {}).items()},
+        claims=dict(results.get("claims", {})),
+    )
+    entry["title"] = results.get("title", entry["title"])
+    return mod
 
-    report: dict = {
-        "meta": {
-            "title": "spherepde validation report",
-            "date": _dt.datetime.now().astimezone().isoformat(timespec="seconds"),
-            "spherepde_version": __version__,
-            "size": size,
-            "machine": _machine(),
-            "studies_requested": names,
-            "overrides": overrides,
-        },
-        "studies": {},
-    }
-    t_all = time.perf_counter()
-    for i, name in enumerate(names, 1):
-        entry: dict = {"name": name}
-        report["studies"][name] = entry
-        modname = f"spherepde.studies.{name}"
-        if importlib.util.find_spec(modname) is None:
-            entry.update(status="missing", error=f"module {modname} is not present")
-            say(f"[{i}/{len(names)}] {name}: module {modname} is missing -- skipped")
-            continue
-        say(f"[{i}/{len(names)}] {name}: running ({size}) ...")
-        t0 = time.perf_counter()
-        try:
-            mod = importlib.import_module(modname)
-            entry["title"] = getattr(mod, "TITLE", name)
-            kw = dict(overrides.get(name, {}))
-            if verbose:
-                kw["verbose"] = True
-            results = mod.run(size, **kw)
-        except StudyPreconditionError as exc:
-            entry.update(status="error", error=f"precondition failed: {exc}", precondition=True, wall_s=time.perf_counter() - t0)
-            say(f"[{i}/{len(names)}] {name}: ERROR after {entry['wall_s']:.1f} s: {entry['error']}")
-            continue
-        except Exception as exc:  # noqa: BLE001 - a broken study must not stop the others
-            entry.update(status="error", error=f"{type(exc).__name__}: {exc}", traceback=traceback.format_exc(), wall_s=time.perf_counter() - t0)
-            say(f"[{i}/{len(names)}] {name}: ERROR after {entry['wall_s']:.1f} s: {entry['error']}")
-            continue
-        entry["wall_s"] = time.perf_counter() - t0
-        entry.update(
-            status="ok",
-            results=results,
-            summary=results.get("summary", ""),
-            checks={k: _normalise_check(v) for k, v in results.get("checks", {}).items()},
-            claims=dict(results.get("claims", {})),
-        )
-        entry["title"] = results.get("title", entry["title"])
-        try:
-            figs = mod.plot(results, fig_dir) or []
-            entry["figures"] = [os.path.relpath(Path(f), out) for f in figs]
-        except Exception as exc:  # noqa: BLE001 - a broken plot must not lose the numbers
-            entry["figures"] = []
-            entry["plot_error"] = f"{type(exc).__name__}: {exc}"
-            say(f"[{i}/{len(names)}] {name}: plotting failed: {entry['plot_error']}")
-        say(f"[{i}/{len(names)}] {name}: done in {entry['wall_s']:.1f} s, {_outcome(entry)}")
 
-    report["meta"]["wall_s"] = time.perf_counter() - t_all
-    try:  # other work on the machine inflates every wall time: say how busy it was
-        report["meta"]["machine"]["load_average_1min_end"] = os.getloadavg()[0]
-    except (AttributeError, OSError):  # pragma: no cover - not on every platform
-        pass
-    report["failed_checks"] = [[n, k] for n, e in report["studies"].items() for k, v in e.get("checks", {}).items() if not v["passed"]]
-    report["claims_not_reproduced"] = [[n, k] for n, e in report["studies"].items() for k, v in e.get("claims", {}).items() if not v["reproduced"]]
+def _plot_study(entry: dict, mod, fig_dir: Path, out: Path, tag: str, say) -> None:
+    """``entry["figures"]`` from ``mod.plot`` (paths relative to ``out``); a failing plot keeps the numbers."""
+    try:
+        figs = mod.plot(entry["results"], fig_dir) or []
+        entry["figures"] = [os.path.relpath(Path(f), out) for f in figs]
+    except Exception as exc:  # noqa: BLE001 - a broken plot must not lose the numbers
+        entry["figures"] = []
+        entry["plot_error"] = f"{type(exc).__name__}: {exc}"
+        say(f"{tag}: plotting failed: {entry['plot_error']}")
+
+
+def _tally(report: dict) -> None:
+    """Add ``failed_checks``, ``claims_not_reproduced``, ``counts``, ``missing`` and ``errors`` to ``report``."""
+    entries = report["studies"]
+    report["failed_checks"] = [[n, k] for n, e in entries.items() for k, v in e.get("checks", {}).items() if not v["passed"]]
+    report["claims_not_reproduced"] = [[n, k] for n, e in entries.items() for k, v in e.get("claims", {}).items() if not v["reproduced"]]
     report["counts"] = {
-        "checks_passed": sum(v["passed"] for e in report["studies"].values() for v in e.get("checks", {}).values()),
-        "checks_total": sum(len(e.get("checks", {})) for e in report["studies"].values()),
-        "claims_reproduced": sum(v["reproduced"] for e in report["studies"].values() for v in e.get("claims", {}).values()),
-        "claims_total": sum(len(e.get("claims", {})) for e in report["studies"].values()),
+        "checks_passed": sum(v["passed"] for e in entries.values() for v in e.get("checks", {}).values()),
+        "checks_total": sum(len(e.get("checks", {})) for e in entries.values()),
+        "claims_reproduced": sum(v["reproduced"] for e in entries.values() for v in e.get("claims", {}).values()),
+        "claims_total": sum(len(e.get("claims", {})) for e in entries.values()),
     }
-    report["missing"] = [n for n, e in report["studies"].items() if e["status"] == "missing"]
-    report["errors"] = {n: e["error"] for n, e in report["studies"].items() if e["status"] == "error"}
+    report["missing"] = [n for n, e in entries.items() if e["status"] == "missing"]
+    report["errors"] = {n: e["error"] for n, e in entries.items() if e["status"] == "error"}
+
+
+def _write_report(report: dict, out: Path, created: bool) -> None:
+    """Write ``report.md`` and ``report.json`` in ``out``, both or neither (a folder made here is removed on failure)."""
+    from spherepde._base import atomic_write_text
+    from spherepde.studies.common import save_json
+
     try:  # both or neither: a full disk leaves no partial report (and no folder made here)
         atomic_write_text(out / "report.md", render_markdown(report))
         save_json(report, out / "report.json")
@@ -232,7 +271,6 @@ def run_validation(
             shutil.rmtree(out, ignore_errors=True)
         raise OSError(f"cannot write the report in {out}: {exc.strerror or exc}; nothing was kept"
                       if created else f"cannot write the report in {out}: {exc.strerror or exc}; no report was written") from None
-    return report
 
 
 def _kind(v) -> str:
@@ -410,9 +448,17 @@ def _key_numbers(results: dict, limit: int = 40) -> list[tuple[str, object]]:
 
 def render_markdown(report: dict) -> str:
     """``report.md`` from the report dict of :func:`run_validation`."""
-    m = report["meta"]
+    lines = _md_header(report["meta"]) + _md_overview(report)
+    for name, e in report["studies"].items():
+        lines += _md_study(name, e)
+    lines += ["", "Every number is in `report.json`."]
+    return "\n".join(lines) + "\n"
+
+
+def _md_header(m: dict) -> list[str]:
+    """The report's title and meta lines (date, version, machine, wall time, overrides), then the overview heading."""
     mach = m["machine"]
-    lines = [
+    return [
         f"# {m['title']}",
         "",
         f"- date: {m['date']}",
@@ -429,6 +475,10 @@ def render_markdown(report: dict) -> str:
         "## Overview",
         "",
     ]
+
+
+def _md_overview(report: dict) -> list[str]:
+    """The overview table (one row per study) and the counts of checks and claims, failures, errors, missing modules."""
     rows = []
     for name, e in report["studies"].items():
         if e["status"] == "ok":
@@ -440,77 +490,77 @@ def render_markdown(report: dict) -> str:
         else:
             chk = clm = {"missing": "not run: module missing", "error": "**error**"}[e["status"]]
         rows.append([name, e.get("title", "-"), chk, clm, f"{e['wall_s']:.1f} s" if "wall_s" in e else "-"])
-    lines += [_table(["study", "title", "solver checks", "paper claims", "wall time"], rows), ""]
+    lines = [_table(["study", "title", "solver checks", "paper claims", "wall time"], rows), ""]
     c = report["counts"]
-    lines += [
-        f"**Solver checks: {c['checks_passed']}/{c['checks_total']} pass.** Each compares a measured number with an analytic value, "
-        "a reference or an expected order, within the tolerance shown; a wrong scheme fails them.",
-        "",
-    ]
-    if report["failed_checks"]:
-        lines += ["Failed solver checks:", ""] + [f"- {n}: {k}" for n, k in report["failed_checks"]] + [""]
-    lines += [
-        f"**Paper claims: {c['claims_reproduced']}/{c['claims_total']} reproduced.** A claim is reproduced only when the 95% interval "
-        "of the measured value contains the paper's value; claims are not counted as passes or failures of the solver.",
-        "",
-    ]
-    if report["claims_not_reproduced"]:
-        lines += ["Not reproduced:", ""] + [f"- {n}: {k}" for n, k in report["claims_not_reproduced"]] + [""]
+    counted = (
+        (f"**Solver checks: {c['checks_passed']}/{c['checks_total']} pass.** Each compares a measured number with an analytic value, "
+         "a reference or an expected order, within the tolerance shown; a wrong scheme fails them.",
+         "Failed solver checks:", report["failed_checks"]),
+        (f"**Paper claims: {c['claims_reproduced']}/{c['claims_total']} reproduced.** A claim is reproduced only when the 95% interval "
+         "of the measured value contains the paper's value; claims are not counted as passes or failures of the solver.",
+         "Not reproduced:", report["claims_not_reproduced"]),
+    )
+    for count, heading, misses in counted:
+        lines += [count, ""]
+        if misses:
+            lines += [heading, ""] + [f"- {n}: {k}" for n, k in misses] + [""]
     if report["errors"]:
         lines += ["**Studies that raised an error** (their checks and claims are not counted):", ""]
         lines += [f"- {n}: {err}" for n, err in report["errors"].items()] + [""]
     if report["missing"]:
         lines += [f"Missing study modules (not run): {', '.join(report['missing'])}.", ""]
+    return lines
 
-    for name, e in report["studies"].items():
-        lines += [f"## {e.get('title', name)}", ""]
-        if e["status"] == "missing":
-            lines += [f"Study `{name}`: not run, {e['error']}.", ""]
-            continue
-        if e["status"] == "error":
-            if e.get("precondition"):
-                lines += [f"Study `{name}`: **error** after {e['wall_s']:.1f} s -- {e['error']}", ""]
-            else:
-                lines += [f"Study `{name}`: **the study raised an error** after {e['wall_s']:.1f} s: `{e['error']}`", "", "```", e.get("traceback", "").rstrip(), "```", ""]
-            continue
-        lines += [f"Study `{name}`, wall time {e['wall_s']:.1f} s.", "", e.get("summary", ""), ""]
-        if e["checks"]:
-            lines += ["### Solver checks", ""]
-            lines += [
-                _table(
-                    ["check", "measured", "target", "tolerance", "result"],
-                    [[k, v["measured"], v["expected"], v["tolerance"], "pass" if v["passed"] else "**FAIL**"] for k, v in e["checks"].items()],
-                ),
-                "",
-            ]
-        if e.get("claims"):
-            lines += ["### Paper claims", ""]
-            lines += [
-                _table(
-                    ["claim", "measured", "95% interval", "paper", "verdict"],
-                    [
-                        [k, v["value"], f"[{_cell(v['interval'][0])}, {_cell(v['interval'][1])}]", v["paper_value"], "reproduced" if v["reproduced"] else "**not reproduced**"]
-                        for k, v in e["claims"].items()
-                    ],
-                ),
-                "",
-            ]
-        res = e["results"]
-        tables = res.get("tables")
-        if tables:
-            lines += ["### Key numbers", ""]
-            for t in tables:
-                lines += [f"**{t.get('title', '')}**", "", _table(t["headers"], t["rows"]), ""]
+
+def _md_study(name: str, e: dict) -> list[str]:
+    """One study's section: status, summary, checks, claims, key numbers, figures."""
+    lines = [f"## {e.get('title', name)}", ""]
+    if e["status"] == "missing":
+        lines += [f"Study `{name}`: not run, {e['error']}.", ""]
+        return lines
+    if e["status"] == "error":
+        if e.get("precondition"):
+            lines += [f"Study `{name}`: **error** after {e['wall_s']:.1f} s -- {e['error']}", ""]
         else:
-            kn = _key_numbers(res)
-            if kn:
-                lines += ["### Key numbers", "", _table(["quantity", "value"], kn), ""]
-        if e.get("plot_error"):
-            lines += [f"Plotting failed: `{e['plot_error']}`", ""]
-        if e.get("figures"):
-            lines += ["### Figures", ""]
-            for f in e["figures"]:
-                f = Path(f).as_posix()
-                lines += [f"[{f}]({f})", "", f"![{Path(f).stem}]({f})", ""]
-    lines += ["", "Every number is in `report.json`."]
-    return "\n".join(lines) + "\n"
+            lines += [f"Study `{name}`: **the study raised an error** after {e['wall_s']:.1f} s: `{e['error']}`", "", "```", e.get("traceback", "").rstrip(), "```", ""]
+        return lines
+    lines += [f"Study `{name}`, wall time {e['wall_s']:.1f} s.", "", e.get("summary", ""), ""]
+    if e["checks"]:
+        lines += ["### Solver checks", ""]
+        lines += [
+            _table(
+                ["check", "measured", "target", "tolerance", "result"],
+                [[k, v["measured"], v["expected"], v["tolerance"], "pass" if v["passed"] else "**FAIL**"] for k, v in e["checks"].items()],
+            ),
+            "",
+        ]
+    if e.get("claims"):
+        lines += ["### Paper claims", ""]
+        lines += [
+            _table(
+                ["claim", "measured", "95% interval", "paper", "verdict"],
+                [
+                    [k, v["value"], f"[{_cell(v['interval'][0])}, {_cell(v['interval'][1])}]", v["paper_value"], "reproduced" if v["reproduced"] else "**not reproduced**"]
+                    for k, v in e["claims"].items()
+                ],
+            ),
+            "",
+        ]
+    res = e["results"]
+    tables = res.get("tables")
+    if tables:
+        lines += ["### Key numbers", ""]
+        for t in tables:
+            lines += [f"**{t.get('title', '')}**", "", _table(t["headers"], t["rows"]), ""]
+    else:
+        kn = _key_numbers(res)
+        if kn:
+            lines += ["### Key numbers", "", _table(["quantity", "value"], kn), ""]
+    if e.get("plot_error"):
+        lines += [f"Plotting failed: `{e['plot_error']}`", ""]
+    if e.get("figures"):
+        lines += ["### Figures", ""]
+        for f in e["figures"]:
+            f = Path(f).as_posix()
+            lines += [f"[{f}]({f})", "", f"![{Path(f).stem}]({f})", ""]
+    return lines

@@ -47,6 +47,7 @@ import numpy as np
 from spherepde.model.statistics import fit_rate, growth_rate
 from spherepde.studies import common as _v
 from spherepde.studies.common import checks_line, markdown_table, require_finite, save_figure, solver_check, study_params, weight_process
+from spherepde.studies.common import format_number as _f
 
 #: Order of a distance at T in the size of the perturbation (expected 1: Lipschitz, differentiable flow map).
 ORDER_BAND = (0.9, 1.1, 1.0)
@@ -54,26 +55,23 @@ ORDER_BAND = (0.9, 1.1, 1.0)
 NAME = "stability"
 TITLE = "Stability: Gronwall growth of perturbations of the initial data and of the weights"
 
-SIZES = {
-    "smoke": {
-        "n": 100, "T": 1.0, "dt": 1e-2, "record_dt": 0.1, "H": (1, 4), "regime": "ou",
-        "deltas": (1e-2, 1e-3), "eps": (1e-1, 1e-2, 1e-3),
-        "mesh": True, "mesh_level": 3, "mesh_T": 0.4, "mesh_H": 2, "mesh_weights_dt": 0.02,
-        "mesh_eps0": (1e-1, 1e-2), "mesh_eps": (1e-1, 1e-2),
-    },
-    "quick": {
-        "n": 200, "T": 5.0, "dt": 1e-2, "record_dt": 0.1, "H": (1, 10), "regime": "ou",
-        "deltas": (1e-2, 1e-3, 1e-4), "eps": (1e-1, 1e-2, 1e-3),
-        "mesh": True, "mesh_level": 8, "mesh_T": 2.0, "mesh_H": 2, "mesh_weights_dt": 0.02,
-        "mesh_eps0": (1e-1, 1e-2), "mesh_eps": (1e-1, 1e-2, 1e-3),
-    },
-    "full": {
-        "n": 200, "T": 20.0, "dt": 5e-3, "record_dt": 0.1, "H": (1, 10, 100), "regime": "ou",
-        "deltas": (1e-2, 1e-3, 1e-4, 1e-5), "eps": (1e-1, 3e-2, 1e-2, 3e-3, 1e-3, 1e-4),
-        "mesh": True, "mesh_level": 16, "mesh_T": 5.0, "mesh_H": 10, "mesh_weights_dt": 0.02,
-        "mesh_eps0": (1e-1, 1e-2, 1e-3), "mesh_eps": (1e-1, 1e-2, 1e-3),
-    },
-}
+SIZES = _v.sizes_table({
+    "n": _v.per_size(100, 200, 200),
+    "T": _v.per_size(1.0, 5.0, 20.0),
+    "dt": _v.per_size(1e-2, 1e-2, 5e-3),
+    "record_dt": 0.1,
+    "H": _v.per_size((1, 4), (1, 10), (1, 10, 100)),
+    "regime": "ou",
+    "deltas": _v.per_size((1e-2, 1e-3), (1e-2, 1e-3, 1e-4), (1e-2, 1e-3, 1e-4, 1e-5)),
+    "eps": _v.per_size((1e-1, 1e-2, 1e-3), (1e-1, 1e-2, 1e-3), (1e-1, 3e-2, 1e-2, 3e-3, 1e-3, 1e-4)),
+    "mesh": True,
+    "mesh_level": _v.per_size(3, 8, 16),
+    "mesh_T": _v.per_size(0.4, 2.0, 5.0),
+    "mesh_H": _v.per_size(2, 2, 10),
+    "mesh_weights_dt": 0.02,
+    "mesh_eps0": _v.per_size((1e-1, 1e-2), (1e-1, 1e-2), (1e-1, 1e-2, 1e-3)),
+    "mesh_eps": _v.per_size((1e-1, 1e-2), (1e-1, 1e-2, 1e-3), (1e-1, 1e-2, 1e-3)),
+})
 
 #: What each size parameter may be (``spherepde validate --set`` checks overrides against it before anything runs).
 RANGES = {
@@ -363,10 +361,6 @@ def _checks(res) -> dict:
         ch["mesh, perturbed initial data: order of L1(T) in L1(0)"] = solver_check(m["initial"]["order_T_l1"], lo=lo, hi=hi, expected=ex)
         ch["mesh, perturbed weights D + eps S: order of L1(T) in eps"] = solver_check(m["weights"]["order_l1"], lo=lo, hi=hi, expected=ex)
     return ch
-
-
-def _f(x, f="{:.3g}"):
-    return "nan" if x is None or not np.isfinite(x) else f.format(x)
 
 
 def _summary(res) -> str:

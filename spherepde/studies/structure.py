@@ -46,73 +46,31 @@ import numpy as np
 from spherepde.model.statistics import fit_rate
 from spherepde.solvers.integrators import STEPPERS, ExplicitScheme
 from spherepde.studies import common as _v
-from spherepde.studies.common import checks_line, print_study, require_finite, save_figure, solver_check, study_params
+from spherepde.studies.common import checks_line, frozen_beta_path, print_study, require_finite, save_figure, solver_check, study_params
 
 NAME = "structure"
 TITLE = "Structure preservation: mass, positivity, energy monotonicity, energy balance"
 
-SIZES = {
-    "smoke": {
-        "cluster_level": 3,
-        "cluster_steps": 200,
-        "cluster_beta": 10.0,
-        "cfls": [0.5, 1.0],
-        "orders": [1, 2],
-        "mono_level": 4,
-        "mono_T": 1.0,
-        "edi_dt_level": 3,
-        "edi_dts": [0.01, 0.005, 0.0025],
-        "edi_integrators": ["euler", "ssprk2", "ssprk3"],
-        "edi_h_levels": [3, 6],
-        "ou_level": 3,
-        "ou_T": 0.25,
-        "ou_fine_steps": 64,
-        "ou_ms": [1, 4, 16],
-        "ou_seeds": 2,
-        "ou_h_levels": [3, 6],
-        "ou_h_m": 4,
-    },
-    "quick": {
-        "cluster_level": 3,
-        "cluster_steps": 1000,
-        "cluster_beta": 10.0,
-        "cfls": [0.5, 1.0],
-        "orders": [1, 2],
-        "mono_level": 6,
-        "mono_T": 2.0,
-        "edi_dt_level": 4,
-        "edi_dts": [0.01, 0.005, 0.0025, 0.00125],
-        "edi_integrators": ["euler", "ssprk2", "ssprk3"],
-        "edi_h_levels": [4, 8, 16],
-        "ou_level": 3,
-        "ou_T": 0.5,
-        "ou_fine_steps": 128,
-        "ou_ms": [1, 4, 16],
-        "ou_seeds": 6,
-        "ou_h_levels": [3, 6, 9],
-        "ou_h_m": 4,
-    },
-    "full": {
-        "cluster_level": 6,
-        "cluster_steps": 5000,
-        "cluster_beta": 10.0,
-        "cfls": [0.5, 1.0],
-        "orders": [1, 2],
-        "mono_level": 12,
-        "mono_T": 2.0,
-        "edi_dt_level": 6,
-        "edi_dts": [0.01, 0.005, 0.0025, 0.00125, 0.000625],
-        "edi_integrators": ["euler", "ssprk2", "ssprk3"],
-        "edi_h_levels": [4, 8, 16, 32],
-        "ou_level": 4,
-        "ou_T": 0.5,
-        "ou_fine_steps": 256,
-        "ou_ms": [1, 2, 4, 8, 16],
-        "ou_seeds": 16,
-        "ou_h_levels": [3, 6, 12, 24],
-        "ou_h_m": 4,
-    },
-}
+SIZES = _v.sizes_table({
+    "cluster_level": _v.per_size(3, 3, 6),
+    "cluster_steps": _v.per_size(200, 1000, 5000),
+    "cluster_beta": 10.0,
+    "cfls": [0.5, 1.0],
+    "orders": [1, 2],
+    "mono_level": _v.per_size(4, 6, 12),
+    "mono_T": _v.per_size(1.0, 2.0, 2.0),
+    "edi_dt_level": _v.per_size(3, 4, 6),
+    "edi_dts": _v.per_size([0.01, 0.005, 0.0025], [0.01, 0.005, 0.0025, 0.00125], [0.01, 0.005, 0.0025, 0.00125, 0.000625]),
+    "edi_integrators": ["euler", "ssprk2", "ssprk3"],
+    "edi_h_levels": _v.per_size([3, 6], [4, 8, 16], [4, 8, 16, 32]),
+    "ou_level": _v.per_size(3, 3, 4),
+    "ou_T": _v.per_size(0.25, 0.5, 0.5),
+    "ou_fine_steps": _v.per_size(64, 128, 256),
+    "ou_ms": _v.per_size([1, 4, 16], [1, 4, 16], [1, 2, 4, 8, 16]),
+    "ou_seeds": _v.per_size(2, 6, 16),
+    "ou_h_levels": _v.per_size([3, 6], [3, 6, 9], [3, 6, 12, 24]),
+    "ou_h_m": 4,
+})
 
 #: What each size parameter may be (``spherepde validate --set`` checks overrides against it before anything runs).
 RANGES = {
@@ -154,12 +112,6 @@ MAX_SERIES = 400
 log = logging.getLogger(__name__)
 
 
-def _frozen_path(beta, sign, T, dt, H=1):
-    from spherepde.model.weights import FrozenProcess, generate_weight_path
-
-    return generate_weight_path(FrozenProcess(), H=H, d=3, T=T, dt=dt, init="beta", beta=beta, sign=sign)
-
-
 def _thin(a):
     a = np.asarray(a)
     if a.size <= MAX_SERIES:
@@ -178,7 +130,7 @@ def clustering_runs(p: dict) -> list[dict]:
     mesh = icosphere(p["cluster_level"])
     areas = np.asarray(mesh.areas)
     rho0 = dens.vmf_mixture(mesh, MEANS, [4.0, 4.0], [0.6, 0.4])
-    path = _frozen_path(p["cluster_beta"], 1, 1000.0, 1.0)
+    path = frozen_beta_path(p["cluster_beta"], 1, 1000.0, 1.0)
     out = []
     for order in p["orders"]:
         for cfl in p["cfls"]:
@@ -228,7 +180,7 @@ def monotonicity_runs(p: dict) -> list[dict]:
     out = []
     for sign in (1, -1):
         for order in p["orders"]:
-            s = MeshSolver(mesh, rho0, _frozen_path(2.0, sign, T, T), order=order, cfl=0.5)
+            s = MeshSolver(mesh, rho0, frozen_beta_path(2.0, sign, T, T), order=order, cfl=0.5)
             E = [s.record()["energy"]]
             while s.t < T - 1e-12:
                 s.step(T)
@@ -269,7 +221,7 @@ def edi_dt_frozen(p: dict) -> list[dict]:
 
     mesh = icosphere(p["edi_dt_level"])
     rho0 = dens.vmf_mixture(mesh, MEANS, KAPPAS)
-    path = _frozen_path(2.0, -1, 0.1, 0.05)
+    path = frozen_beta_path(2.0, -1, 0.1, 0.05)
     out = []
     for integ in p["edi_integrators"]:
         for dt in p["edi_dts"]:
@@ -286,7 +238,7 @@ def edi_h_frozen(p: dict) -> list[dict]:
     out = []
     for level in p["edi_h_levels"]:
         mesh = icosphere(level)
-        r = _run_to(mesh, dens.vmf_mixture(mesh, MEANS, KAPPAS), _frozen_path(2.0, -1, 0.05, 0.05), 0.05, order=1, cfl=0.5)
+        r = _run_to(mesh, dens.vmf_mixture(mesh, MEANS, KAPPAS), frozen_beta_path(2.0, -1, 0.05, 0.05), 0.05, order=1, cfl=0.5)
         out.append({"level": int(level), "h": float(mesh.h), "n_cells": int(mesh.n_cells), **r})
     return out
 
@@ -460,11 +412,7 @@ def _tables(res: dict) -> list[dict]:
         rows.append([integ, "edi_exact"] + [abs(sel[d]["edi_exact"]) for d in dts] + [o["edi_exact"]])
         rows.append([integ, "edi_paper"] + [abs(sel[d]["edi_paper"]) for d in dts] + [o["edi_paper"]])
     tabs.append({"title": "EDI residuals vs dt (H = 1 frozen, s = -1, fixed mesh, order 2)", "headers": ["integrator", "residual"] + [f"dt={d:g}" for d in dts] + ["order"], "rows": rows})
-    eh = res["edi_h_frozen"]
-    rows = [[r["level"], r["h"], r["steps"], abs(r["edi_exact"]), abs(r["edi_paper"]), r["dE"]] for r in eh]
-    o = res["edi_h_orders_frozen"]
-    rows.append(["order", "", "", o["edi_exact"], o["edi_paper"], ""])
-    tabs.append({"title": "EDI residuals vs h (H = 1 frozen, s = -1, ssprk3 adaptive)", "headers": ["level", "h", "steps", "|edi_exact|", "|edi_paper|", "E(T)-E(0)"], "rows": rows})
+    tabs.append(_edi_h_table(res["edi_h_frozen"], res["edi_h_orders_frozen"], "EDI residuals vs h (H = 1 frozen, s = -1, ssprk3 adaptive)"))
     rows = [[r["m"], r["dt_weights"], r["mean_steps"], r["rms_edi_exact"], r["rms_edi_paper"], r["rms_martingale"], r["rms_dE"]] for r in res["edi_ou_rms"]]
     o = res["edi_dt_orders_ou"]
     rows.append(["order", "", "", o["edi_exact"], o["edi_paper"], "", ""])
@@ -475,12 +423,15 @@ def _tables(res: dict) -> list[dict]:
             "rows": rows,
         }
     )
-    oh = res["edi_h_ou"]
-    rows = [[r["level"], r["h"], r["steps"], abs(r["edi_exact"]), abs(r["edi_paper"]), r["dE"]] for r in oh]
-    o = res["edi_h_orders_ou"]
-    rows.append(["order", "", "", o["edi_exact"], o["edi_paper"], ""])
-    tabs.append({"title": "EDI residuals vs h (H = 3 OU, one noise path)", "headers": ["level", "h", "steps", "|edi_exact|", "|edi_paper|", "E(T)-E(0)"], "rows": rows})
+    tabs.append(_edi_h_table(res["edi_h_ou"], res["edi_h_orders_ou"], "EDI residuals vs h (H = 3 OU, one noise path)"))
     return tabs
+
+
+def _edi_h_table(runs: list, orders: dict, title: str) -> dict:
+    """A table of the EDI residuals per mesh level (one row per run) and their observed orders in h."""
+    rows = [[r["level"], r["h"], r["steps"], abs(r["edi_exact"]), abs(r["edi_paper"]), r["dE"]] for r in runs]
+    rows.append(["order", "", "", orders["edi_exact"], orders["edi_paper"], ""])
+    return {"title": title, "headers": ["level", "h", "steps", "|edi_exact|", "|edi_paper|", "E(T)-E(0)"], "rows": rows}
 
 
 def _summary(res: dict) -> str:

@@ -14,8 +14,8 @@ For each case: the mesh solver on icosphere levels ``levels`` at order 1 (upwind
 Euler) and order 2 (limited linear reconstruction, SSP-RK2), adaptive steps at CFL 0.5; the
 particle solver (Heun at the weight grid step, tokens drawn from the same initial law) for n
 in ``n_list`` with ``samples`` independent draws each. Both use the attention sums'
-``summation="auto"`` (spherical-harmonic fast sums where they pay: for the tokens from
-n ~ 5,000, for the mesh from ~5,000 cells at H = 1). Numba kernels are compiled before any run
+``summation="auto"`` (spherical-harmonic fast sums where the cost model predicts they pay,
+:func:`spherepde.attention.sums.auto_considers_fast`). Numba kernels are compiled before any run
 is timed; the cost of a run is its solver wall time, measured side by side in one process.
 
 Error of a run: the time-integrated relative error ``int_0^T |f - f_ref| dt / int_0^T |f_ref| dt``
@@ -33,8 +33,9 @@ per case and quantity) and a table of the cost to reach 1 % and 0.1 % (log-log i
 between the two runs that bracket the target on each curve; "<= c" when the cheapest run is
 already below it; "not reached" when no run reaches it).
 
-Solver checks (smooth cases only: the paper case starts from bumps ~1.5 cells wide at level
-16, where the observed orders are pre-asymptotic -- reported as findings):
+Solver checks (smooth cases only: the paper case starts from bumps of width sigma = 0.05,
+a cell or two at level 16, where the observed orders need not be asymptotic -- reported as
+findings):
 
 * mesh order 2: observed order in h of G^2(t) (time-integrated successive differences of the
   three finest levels) within ``p2_band`` (expected 2; a first-order scheme claimed as second
@@ -59,7 +60,7 @@ import numpy as np
 
 from spherepde.model.statistics import fit_rate
 from spherepde.studies import common as _v
-from spherepde.studies.common import checks_line, require, require_finite, save_figure, solver_check, study_params, weight_process
+from spherepde.studies.common import checks_line, format_number, require, require_finite, save_figure, solver_check, study_params, weight_process
 from spherepde.studies.mesh_convergence import observed_order, record_times, run_mesh, run_particles, token_seed, warm_up
 
 NAME = "work_precision"
@@ -75,66 +76,32 @@ TARGETS = (0.01, 0.001)
 CASES = ("vmf-ou", "vmf-osc", "paper-ou-H10")
 SMOOTH = ("vmf-ou", "vmf-osc")
 
-SIZES = {
-    "smoke": {
-        "cases": ("vmf-ou", "vmf-osc"),
-        "T": {"vmf-ou": 0.25, "vmf-osc": 0.25, "paper-ou-H10": 0.25},
-        "weights_dt": 0.01,
-        "record_dt": 0.01,
-        "levels": (2, 4, 8),
-        "orders": (1, 2),
-        "integrators": {"1": "euler", "2": "ssprk2"},
-        "cfl": 0.5,
-        "kappa": 3.0,
-        "sigma0": 0.05,
-        "n_list": (50, 200, 800),
-        "samples": 4,
-        "particle_integrator": "heun",
-        # measured (smoke, vmf-ou / vmf-osc): order 2 2.13 / 2.04 (1.54 / 1.42 when order 2 silently runs the
-        # first-order reconstruction), order 1 1.55 / 1.43 (at T = 0.25 the O(h^2) error of the initial cell
-        # averages still rivals the upwind error), particles in n -0.51 / -0.53 (0.03 / -0.01 with a flux of
-        # the wrong sign: the tokens' error stalls at the discrepancy)
-        "p2_band": (1.75, 3.0),
-        "p1_band": (0.6, 1.8),
-        "pn_band": (-0.8, -0.25),
-    },
-    "quick": {
-        "cases": CASES,
-        "T": {"vmf-ou": 2.5, "vmf-osc": 2.5, "paper-ou-H10": 1.5},
-        "weights_dt": 0.01,
-        "record_dt": 0.01,
-        "levels": (8, 16, 32),
-        "orders": (1, 2),
-        "integrators": {"1": "euler", "2": "ssprk2"},
-        "cfl": 0.5,
-        "kappa": 3.0,
-        "sigma0": 0.05,
-        "n_list": (200, 2000, 20000),
-        "samples": 3,
-        "particle_integrator": "heun",
-        "p2_band": (1.3, 3.5),
-        "p1_band": (0.6, 1.6),
-        "pn_band": (-0.8, -0.25),
-    },
-    "full": {
-        "cases": CASES,
-        "T": {"vmf-ou": 5.0, "vmf-osc": 5.0, "paper-ou-H10": 5.0},
-        "weights_dt": 0.01,
-        "record_dt": 0.01,
-        "levels": (8, 16, 32, 64),
-        "orders": (1, 2),
-        "integrators": {"1": "euler", "2": "ssprk2"},
-        "cfl": 0.5,
-        "kappa": 3.0,
-        "sigma0": 0.05,
-        "n_list": (200, 632, 2000, 6325, 20000),
-        "samples": 4,
-        "particle_integrator": "heun",
-        "p2_band": (1.3, 3.5),
-        "p1_band": (0.6, 1.6),
-        "pn_band": (-0.8, -0.25),
-    },
-}
+SIZES = _v.sizes_table({
+    "cases": _v.per_size(("vmf-ou", "vmf-osc"), CASES, CASES),
+    "T": _v.per_size(
+        {"vmf-ou": 0.25, "vmf-osc": 0.25, "paper-ou-H10": 0.25},
+        {"vmf-ou": 2.5, "vmf-osc": 2.5, "paper-ou-H10": 1.5},
+        {"vmf-ou": 5.0, "vmf-osc": 5.0, "paper-ou-H10": 5.0},
+    ),
+    "weights_dt": 0.01,
+    "record_dt": 0.01,
+    "levels": _v.per_size((2, 4, 8), (8, 16, 32), (8, 16, 32, 64)),
+    "orders": (1, 2),
+    "integrators": {"1": "euler", "2": "ssprk2"},
+    "cfl": 0.5,
+    "kappa": 3.0,
+    "sigma0": 0.05,
+    "n_list": _v.per_size((50, 200, 800), (200, 2000, 20000), (200, 632, 2000, 6325, 20000)),
+    "samples": _v.per_size(4, 3, 4),
+    "particle_integrator": "heun",
+    # measured (smoke, vmf-ou / vmf-osc): order 2 2.13 / 2.04 (1.54 / 1.42 when order 2 silently runs the
+    # first-order reconstruction), order 1 1.55 / 1.43 (at T = 0.25 the O(h^2) error of the initial cell
+    # averages still rivals the upwind error), particles in n -0.51 / -0.53 (0.03 / -0.01 with a flux of
+    # the wrong sign: the tokens' error stalls at the discrepancy)
+    "p2_band": _v.per_size((1.75, 3.0), (1.3, 3.5), (1.3, 3.5)),
+    "p1_band": _v.per_size((0.6, 1.8), (0.6, 1.6), (0.6, 1.6)),
+    "pn_band": (-0.8, -0.25),
+})
 
 #: What each size parameter may be (``spherepde validate --set`` checks overrides against it before anything runs).
 RANGES = {
@@ -428,16 +395,12 @@ def _summary(res, p) -> str:
         "time-integrated relative error of E(t) or G^2(t) against the reference (Richardson of the finest order-2 levels where clean)."
     )
     # headline comparison on G2 at 1 %
-    parts = []
-    for case in cases:
-        rr = {r["method"]: r for r in res["table"] if r["case"] == case and r["quantity"] == "G2"}
-        parts.append(f"{case}: " + ", ".join(f"{m} {_fmt_reach(r['cost_1pct'])}" for m, r in rr.items()))
-    L.append("\nCost to reach 1% in G^2(t) (finding): " + "; ".join(parts) + ".")
-    parts = []
-    for case in cases:
-        rr = {r["method"]: r for r in res["table"] if r["case"] == case and r["quantity"] == "G2"}
-        parts.append(f"{case}: " + ", ".join(f"{m} {_fmt_reach(r['cost_0.1pct'])}" for m, r in rr.items()))
-    L.append("Cost to reach 0.1% in G^2(t): " + "; ".join(parts) + ".")
+    for key, head in (("cost_1pct", "\nCost to reach 1% in G^2(t) (finding): "), ("cost_0.1pct", "Cost to reach 0.1% in G^2(t): ")):
+        parts = []
+        for case in cases:
+            rr = {r["method"]: r for r in res["table"] if r["case"] == case and r["quantity"] == "G2"}
+            parts.append(f"{case}: " + ", ".join(f"{m} {_fmt_reach(r[key])}" for m, r in rr.items()))
+        L.append(head + "; ".join(parts) + ".")
     unc = [f"{case} {_pct(c['reference']['G2']['uncertainty'])}" for case, c in res["cases"].items() if c["reference"]["G2"]["clean"]]
     noref = [case for case, c in res["cases"].items() if not c["reference"]["G2"]["clean"]]
     L.append("Reference uncertainty for G^2 (size of the Richardson correction; targets below it are not resolved): "
@@ -453,7 +416,7 @@ def _summary(res, p) -> str:
 
 
 def _f2(x) -> str:
-    return "nan" if x is None or not np.isfinite(x) else f"{x:.2f}"
+    return format_number(x, "{:.2f}")
 
 
 # ------------------------------------------------------------------------------ plot

@@ -201,6 +201,26 @@ def _colorbar_layout(w: int, h: int, title: str, clim=(0.0, 1.0), log: bool = Fa
     return {"scalar_bar_args": args, "title_y": title_y, "title_size": title_size, "top": title_y + (1.4 * title_size * len(lines) + 4) / h}
 
 
+def _color_limits(clim, log: bool) -> tuple[float, float]:
+    """``clim`` as two floats (default (0, 1)); ValueError unless lo < hi, and lo > 0 on a log scale."""
+    clim = tuple(float(c) for c in clim) if clim is not None else (0.0, 1.0)
+    if log and clim[0] <= 0:
+        raise ValueError(f"a log colour scale needs positive limits, got {clim}")
+    if not clim[1] > clim[0]:
+        raise ValueError(f"colour limits must satisfy lo < hi, got {clim}")
+    return clim
+
+
+def _window(window_size, multiview: bool) -> tuple[int, int]:
+    """The image size in pixels (default 1200 x 600 for two views, 800 x 800 for one); at least 16 x 16."""
+    if window_size is None:
+        window_size = (1200, 600) if multiview else (800, 800)
+    w, h = (int(v) for v in window_size)
+    if w < 16 or h < 16:
+        raise ValueError(f"image size must be at least 16 x 16 pixels, got {w} x {h}")
+    return w, h
+
+
 class _Scene:
     """One plotter with a density surface and/or token glyphs that :meth:`update` refreshes
     in place (the colour range, camera and actors stay fixed across frames)."""
@@ -238,16 +258,8 @@ class _Scene:
         if mesh is None and n_tokens == 0:
             raise ValueError("nothing to draw: give a mesh density or tokens")
         self.log = bool(log)
-        self.clim = tuple(float(c) for c in clim) if clim is not None else (0.0, 1.0)
-        if self.log and self.clim[0] <= 0:
-            raise ValueError(f"a log colour scale needs positive limits, got {self.clim}")
-        if not self.clim[1] > self.clim[0]:
-            raise ValueError(f"colour limits must satisfy lo < hi, got {self.clim}")
-        if window_size is None:
-            window_size = (1200, 600) if multiview else (800, 800)
-        w, h = (int(v) for v in window_size)
-        if w < 16 or h < 16:
-            raise ValueError(f"image size must be at least 16 x 16 pixels, got {w} x {h}")
+        self.clim = _color_limits(clim, self.log)
+        w, h = _window(window_size, multiview)
         self.font = _font_file()
         shape = (1, 2) if multiview else (1, 1)
         self.plotter = pv.Plotter(off_screen=_off_screen(off_screen), window_size=(w, h), shape=shape, border=False, theme=pv.themes.DocumentTheme())
@@ -259,17 +271,7 @@ class _Scene:
             self.poly = density_polydata(mesh, np.full(mesh.n_cells, self.clim[1]))
         self.tokens = None
         if n_tokens:
-            r = token_radius if token_radius is not None else float(np.clip(0.1 * math.sqrt(4 * math.pi / n_tokens), 0.006, 0.04))
-            g = _sphere_glyph(r)
-            self._glyph_pts = np.asarray(g.points, float)
-            m = self._glyph_pts.shape[0]
-            gf = np.asarray(g.faces).reshape(-1, 4)
-            faces = np.repeat(gf[None], n_tokens, axis=0)
-            faces[:, :, 1:] += (np.arange(n_tokens) * m)[:, None, None]
-            pts = np.tile(self._glyph_pts, (n_tokens, 1))
-            self.tokens = pv.PolyData(pts, faces.ravel())
-            self.tokens.point_data["Normals"] = np.tile(np.asarray(g.point_normals), (n_tokens, 1))
-            self.n_tokens = n_tokens
+            self._make_tokens(n_tokens, token_radius)
         d, up = _camera(camera)
         views = [(d, "")] if not multiview else [(d, "view from " + _direction_label(d)), (-d, "view from " + _direction_label(-d))]
         self.text = None
@@ -283,52 +285,85 @@ class _Scene:
         bar_top = self.colorbar["top"] if self.colorbar else 0.0
         for j, (vd, vlabel) in enumerate(views):
             p.subplot(0, j)
-            if self.poly is not None:
-                shading = {"lighting": True, "ambient": 0.25, "diffuse": 0.8, "specular": 0.1} if lighting else {"lighting": False}
-                last = j == len(views) - 1
-                actor = p.add_mesh(
-                    self.poly,
-                    scalars="rho",
-                    preference="cell",
-                    clim=self.clim,
-                    log_scale=self.log,
-                    cmap=cmap,
-                    show_edges=show_edges,
-                    edge_color="gray",
-                    show_scalar_bar=last,
-                    scalar_bar_args=dict(self.colorbar["scalar_bar_args"]),
-                    **shading,  # unlit by default: a colour is the density's colour wherever it faces
-                )
-                self.density_actors.append(actor)
-                if last:
-                    bar = p.scalar_bars[next(iter(p.scalar_bars.keys()))] if p.scalar_bars else None
-                    if bar is not None:
-                        bar.SetTextPositionToPrecedeScalarBar()  # tick labels below the bar ...
-                    a = p.add_text(self.colorbar_text, position=(0.5, self.colorbar["title_y"]), viewport=True, font_size=8)  # ... title above
-                    a.prop.SetFontSize(self.colorbar["title_size"])
-                    a.prop.SetJustificationToCentered()
-                    a.prop.SetVerticalJustificationToBottom()
-                    _use_font(a.prop, self.font)
-                    self.colorbar_title = a
-            else:
-                p.add_mesh(pv.Sphere(radius=0.985, theta_resolution=90, phi_resolution=45), color="lightsteelblue", opacity=sphere_opacity, smooth_shading=True)
-            if graticule:
-                # opaque: a translucent actor makes VTK draw the colour bar's labels on the bar
-                p.add_mesh(graticule_lines(), color="#d9d9d9" if self.poly is not None else "slategray", line_width=1.0, lighting=False, name=f"graticule-{j}")
-            if self.tokens is not None:
-                p.add_mesh(self.tokens, color=token_color, smooth_shading=True, specular=0.3)
-            p.camera_position = [tuple(4.0 * vd), (0.0, 0.0, 0.0), tuple(up)]
-            p.reset_camera()
-            p.camera.zoom(1.3 * zoom)
-            if self.poly is not None:  # lift the sphere clear of the colour bar
-                p.camera.SetWindowCenter(0.0, -min(0.3, 0.1 + max(0.0, bar_top - 0.12)))
-            if axes:  # x, y, z orientation axes in the lower right corner
-                y = bar_top + 0.01
-                p.add_axes(viewport=(0.82, y, 1.0, min(1.0, y + 0.18)), interactive=False, line_width=2)
-            if vlabel:
-                a = p.add_text(vlabel, position="upper_right", font_size=11)
-                _use_font(a.GetTextProperty(), self.font)
+            self._add_surface(j == len(views) - 1, cmap=cmap, show_edges=show_edges, lighting=lighting, sphere_opacity=sphere_opacity)
+            self._add_view(j, vd, vlabel, up, bar_top, graticule=graticule, token_color=token_color, zoom=zoom, axes=axes)
         p.subplot(0, 0)
+        self._add_labels(w, h, time_text=time_text, title=title)
+        self.time_format = "t = {:.3f}"
+
+    def _make_tokens(self, n_tokens: int, token_radius: float | None) -> None:
+        """``self.tokens``: one sphere glyph per token, (n_tokens * m) points with normals, updated in place."""
+        import pyvista as pv
+
+        r = token_radius if token_radius is not None else float(np.clip(0.1 * math.sqrt(4 * math.pi / n_tokens), 0.006, 0.04))
+        g = _sphere_glyph(r)
+        self._glyph_pts = np.asarray(g.points, float)
+        m = self._glyph_pts.shape[0]
+        gf = np.asarray(g.faces).reshape(-1, 4)
+        faces = np.repeat(gf[None], n_tokens, axis=0)
+        faces[:, :, 1:] += (np.arange(n_tokens) * m)[:, None, None]
+        pts = np.tile(self._glyph_pts, (n_tokens, 1))
+        self.tokens = pv.PolyData(pts, faces.ravel())
+        self.tokens.point_data["Normals"] = np.tile(np.asarray(g.point_normals), (n_tokens, 1))
+        self.n_tokens = n_tokens
+
+    def _add_surface(self, last: bool, *, cmap: str, show_edges: bool, lighting: bool, sphere_opacity: float) -> None:
+        """The current view's density surface (with the colour bar and its title when ``last``), or a plain sphere."""
+        import pyvista as pv
+
+        p = self.plotter
+        if self.poly is None:
+            p.add_mesh(pv.Sphere(radius=0.985, theta_resolution=90, phi_resolution=45), color="lightsteelblue", opacity=sphere_opacity, smooth_shading=True)
+            return
+        shading = {"lighting": True, "ambient": 0.25, "diffuse": 0.8, "specular": 0.1} if lighting else {"lighting": False}
+        actor = p.add_mesh(
+            self.poly,
+            scalars="rho",
+            preference="cell",
+            clim=self.clim,
+            log_scale=self.log,
+            cmap=cmap,
+            show_edges=show_edges,
+            edge_color="gray",
+            show_scalar_bar=last,
+            scalar_bar_args=dict(self.colorbar["scalar_bar_args"]),
+            **shading,  # unlit by default: a colour is the density's colour wherever it faces
+        )
+        self.density_actors.append(actor)
+        if last:
+            bar = p.scalar_bars[next(iter(p.scalar_bars.keys()))] if p.scalar_bars else None
+            if bar is not None:
+                bar.SetTextPositionToPrecedeScalarBar()  # tick labels below the bar ...
+            a = p.add_text(self.colorbar_text, position=(0.5, self.colorbar["title_y"]), viewport=True, font_size=8)  # ... title above
+            a.prop.SetFontSize(self.colorbar["title_size"])
+            a.prop.SetJustificationToCentered()
+            a.prop.SetVerticalJustificationToBottom()
+            _use_font(a.prop, self.font)
+            self.colorbar_title = a
+
+    def _add_view(self, j: int, vd, vlabel: str, up, bar_top: float, *, graticule: bool, token_color: str, zoom: float, axes: bool) -> None:
+        """The current view's graticule, tokens, camera (looking along ``-vd``), orientation axes and label."""
+        p = self.plotter
+        if graticule:
+            # opaque: a translucent actor makes VTK draw the colour bar's labels on the bar
+            p.add_mesh(graticule_lines(), color="#d9d9d9" if self.poly is not None else "slategray", line_width=1.0, lighting=False, name=f"graticule-{j}")
+        if self.tokens is not None:
+            p.add_mesh(self.tokens, color=token_color, smooth_shading=True, specular=0.3)
+        p.camera_position = [tuple(4.0 * vd), (0.0, 0.0, 0.0), tuple(up)]
+        p.reset_camera()
+        p.camera.zoom(1.3 * zoom)
+        if self.poly is not None:  # lift the sphere clear of the colour bar
+            p.camera.SetWindowCenter(0.0, -min(0.3, 0.1 + max(0.0, bar_top - 0.12)))
+        if axes:  # x, y, z orientation axes in the lower right corner
+            y = bar_top + 0.01
+            p.add_axes(viewport=(0.82, y, 1.0, min(1.0, y + 0.18)), interactive=False, line_width=2)
+        if vlabel:
+            a = p.add_text(vlabel, position="upper_right", font_size=11)
+            _use_font(a.GetTextProperty(), self.font)
+
+    def _add_labels(self, w: int, h: int, *, time_text: bool, title: str | None) -> None:
+        """The time label and title (sized in proportion to the picture), and the colour bar's font."""
+        p = self.plotter
         fs = int(np.clip(round(min(w, h) / 50), 6, 16))  # the time label in proportion to the picture
         if time_text:
             self.text = p.add_text(" ", position=(max(4, fs // 2 + 4), h - int(2.5 * fs) - 4), font_size=fs)
@@ -340,7 +375,6 @@ class _Scene:
             for bar in p.scalar_bars.values():
                 _use_font(bar.GetTitleTextProperty(), self.font)
                 _use_font(bar.GetLabelTextProperty(), self.font)
-        self.time_format = "t = {:.3f}"
 
     def update(self, t: float | None = None, rho=None, X=None, *, interpolated: bool = False) -> None:
         """Show density ``rho`` and/or tokens ``X`` at time ``t``; ``interpolated``: the
@@ -481,6 +515,13 @@ def output_name(
     if window_size is not None:
         parts.append("{}x{}".format(*(int(v) for v in window_size)))
     return "_".join(parts) + suffix
+
+
+def _name_for(snaps: RunSnapshots, particles: bool | None, **options) -> str:
+    """:func:`output_name` of a drawing of a run: "density" (mesh) or "tokens", with tokens on a
+    mesh run when it stored them and ``particles`` is not False."""
+    kind = "density" if snaps.kind == "mesh" else "tokens"
+    return output_name(kind, tokens=snaps.kind == "mesh" and snaps.X is not None and particles is not False, **options)
 
 
 def _refuse_existing(paths, force: bool) -> None:
@@ -646,14 +687,12 @@ def render_snapshots(
     out = Path(out_dir) if out_dir is not None else snaps.folder / "figures"
     times = _default_times(snaps) if times is None or len(times) == 0 else [float(t) for t in times]
     idx = list(dict.fromkeys(snap_times(snaps.t, times, source=_snap_source(snaps))))  # bad times: refused before anything else
-    prefix = "density" if snaps.kind == "mesh" else "tokens"
-    draws_tokens = snaps.kind == "mesh" and snaps.X is not None and particles is not False
     digits = _time_digits(snaps.t)
     if snaps.kind == "mesh":  # the automatic range may choose a log scale: the names say what is drawn
         log = run_color_limits(snaps, clim, log=log)[1]
     names = {
-        k: output_name(prefix, t=float(snaps.t[k]), time_digits=digits, log=log, camera=camera, multiview=multiview, clim=clim, cmap=cmap,
-                       graticule=graticule, axes=axes, lighting=lighting, tokens=draws_tokens, window_size=window_size)
+        k: _name_for(snaps, particles, t=float(snaps.t[k]), time_digits=digits, log=log, camera=camera, multiview=multiview, clim=clim, cmap=cmap,
+                     graticule=graticule, axes=axes, lighting=lighting, window_size=window_size)
         for k in idx
     }
     _refuse_existing([out / n for n in names.values()], force)
@@ -784,7 +823,7 @@ def render_animation(
         by default up to the peak over all snapshots, on a log scale when their dynamic
         range is large, so neither a peak is clipped nor the later frames left dark).
     progress : a tqdm progress bar (default: when stderr is a terminal).
-    anti_aliasing : multisampling; off by default, as it triples the time per frame of
+    anti_aliasing : multisampling; off by default, as it multiplies the time per frame of
         software rendering (PNG stills use it).
     axes, graticule, lighting : as in :func:`plot_density`.
     force : replace an existing file (else FileExistsError before anything is drawn).
@@ -797,14 +836,10 @@ def render_animation(
     if snaps.kind == "mesh":  # the automatic range may choose a log scale: the name says what is drawn
         log = run_color_limits(snaps, clim, log=log)[1]
     if path is None:
-        if movie not in ("gif", "mp4"):
-            raise ValueError(f"movie must be 'gif' or 'mp4', got {movie!r}")
-        name = output_name(
-            "density" if snaps.kind == "mesh" else "tokens", log=log, camera=camera, multiview=multiview, clim=clim, cmap=cmap, graticule=graticule,
-            axes=axes, lighting=lighting, tokens=snaps.kind == "mesh" and snaps.X is not None and particles is not False, window_size=window_size,
-            suffix="." + movie,
+        path = _animation_path(
+            snaps, out_dir, movie, log=log, camera=camera, multiview=multiview, clim=clim, cmap=cmap, graticule=graticule,
+            axes=axes, lighting=lighting, particles=particles, window_size=window_size,
         )
-        path = (Path(out_dir) if out_dir is not None else snaps.folder / "figures") / name
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix not in (".gif", ".mp4"):
@@ -826,6 +861,30 @@ def render_animation(
         raise
     scene.time_format = _time_format(ts)
     progress = sys.stderr.isatty() if progress is None else progress
+    _write_frames(scene, ts, at, interpolated, path, fps, progress)
+    if suffix == ".gif":
+        from PIL import Image
+
+        with Image.open(path) as im:
+            n = getattr(im, "n_frames", 1)
+        if n != len(ts):
+            _log.warning("%s has %d frames, not %d: identical consecutive frames were merged", path, n, len(ts))
+    _log.info("wrote %s (%d frames)", path, len(ts))
+    return path
+
+
+def _animation_path(snaps: RunSnapshots, out_dir, movie: str, *, particles: bool | None, **options) -> Path:
+    """The default animation file: in ``out_dir`` (else ``snaps.folder/figures``), named by :func:`output_name`
+    from the drawing ``options``, suffix ``.gif`` or ``.mp4`` from ``movie``."""
+    if movie not in ("gif", "mp4"):
+        raise ValueError(f"movie must be 'gif' or 'mp4', got {movie!r}")
+    name = _name_for(snaps, particles, suffix="." + movie, **options)
+    return (Path(out_dir) if out_dir is not None else snaps.folder / "figures") / name
+
+
+def _write_frames(scene: _Scene, ts, at, interpolated, path: Path, fps: float, progress: bool) -> None:
+    """Render frame ``i`` (time ``ts[i]``, fields ``at(i)``) for every i into ``path`` (MP4 via the plotter's movie
+    writer, else a GIF); closes the scene's plotter."""
     bar = None
     if progress:
         from tqdm import tqdm
@@ -833,7 +892,7 @@ def render_animation(
         bar = tqdm(total=len(ts), unit="frame", desc=path.name, file=sys.stderr)
     try:
         writer = None
-        if suffix == ".mp4":
+        if path.suffix.lower() == ".mp4":
             scene.plotter.open_movie(str(path), framerate=round(fps), quality=6)
         else:
             writer = _GifWriter(path, fps)
@@ -852,15 +911,6 @@ def render_animation(
         if bar is not None:
             bar.close()
         scene.plotter.close()
-    if suffix == ".gif":
-        from PIL import Image
-
-        with Image.open(path) as im:
-            n = getattr(im, "n_frames", 1)
-        if n != len(ts):
-            _log.warning("%s has %d frames, not %d: identical consecutive frames were merged", path, n, len(ts))
-    _log.info("wrote %s (%d frames)", path, len(ts))
-    return path
 
 
 def interactive_viewer(run_dir, *, off_screen: bool = False, clim=None, log: bool = False, particles: bool | None = None, **kw):
