@@ -7,7 +7,7 @@ upwind finite-volume scheme of :mod:`spherepde.solvers.fv` (first order, or seco
 limited linear reconstruction). The nonlocal sums use the cell masses m_c = rho_c |C_c|
 placed at the cell nodes x_c = ``geom.nodes`` -- the circumcentres on well-centred
 meshes such as icospheres, where the two-point potential flux is consistent, else the
-barycentres (:func:`spherepde.solvers.fv.cell_nodes`) -- with the same weighted-point
+barycentres (:func:`spherepde.geometry.surface.cell_nodes`) -- with the same weighted-point
 diagnostics as the particle solver (:mod:`spherepde.model.energy`).
 
 :class:`MeshSolver` owns the state (density, time, energy balance), the evaluation of a state
