@@ -66,6 +66,8 @@ class PointMasses:
         #: merge events: (t, m1, m2, angle) per merge
         self.merges: list[tuple[float, float, float, float]] = []
         self._tree = None
+        #: the last step's interpolant (:meth:`remember_step`), used by the next merge test only
+        self._step: _StepPath | None = None
 
     @staticmethod
     def check_options(*, atoms: bool, stepper: Stepper, gradient: bool, velocity: str, prescribed: bool = False) -> None:
@@ -139,6 +141,11 @@ class PointMasses:
         new_x /= np.linalg.norm(new_x, axis=1)[:, None]
         return new_x
 
+    def remember_step(self, t0: float, t1: float, x0: np.ndarray, v0: np.ndarray, x1: np.ndarray, v1: np.ndarray) -> None:
+        """Keep the step from t0 to t1 (positions and velocities (k, 3) at both ends) for locating the
+        merges that the collapse after it finds (:func:`merge_time_in_step`)."""
+        self._step = _StepPath(float(t0), float(t1), x0.copy(), v0.copy(), x1.copy(), v1.copy())
+
     def error(self, h: float, v0: np.ndarray, v1: np.ndarray) -> float:
         """Local error of the positions over a step h: (h/2) sum_k m_k |v_k(end) - v_k(start)|."""
         return 0.5 * h * float(self.m @ np.linalg.norm(v1 - v0, axis=1))
@@ -166,8 +173,11 @@ class PointMasses:
         kept up to the projection onto the sphere.
         """
         masses = rho * self.geom.areas
+        step, self._step = self._step, None
+        if step is not None and (step.x0.shape != self.x.shape or step.t1 != t):
+            step = None
         changed = self._absorb(rho, masses)
-        changed = self._merge(t) or changed
+        changed = self._merge(t, step) or changed
         return self._collapse_cells(rho, masses, t) or changed
 
     def _absorb(self, rho: np.ndarray, masses: np.ndarray) -> bool:
@@ -188,9 +198,12 @@ class PointMasses:
                 changed = True
         return changed
 
-    def _merge(self, t: float) -> bool:
+    def _merge(self, t: float, step: _StepPath | None = None) -> bool:
+        """Merge the closest pair while its angle is below ``merge_radius``. The event's time is located
+        inside the step ``step`` (:func:`merge_time_in_step`; without one, ``t``); the state is merged at ``t``."""
         changed = False
         merged = True
+        t_last = -math.inf if step is None else step.t0
         while merged and len(self.m) > 1:
             merged = False
             cosang = np.clip(self.x @ self.x.T, -1.0, 1.0)
@@ -200,12 +213,16 @@ class PointMasses:
             if ang < self.merge_radius:
                 mi, mj = self.m[i], self.m[j]
                 p = mi * self.x[i] + mj * self.x[j]
-                self.merges.append((float(t), float(mi), float(mj), float(ang)))
-                log.info("t = %.6g: point masses %.4g and %.4g merge (angle %.3g rad)", t, mi, mj, ang)
+                t_ev = t if step is None else max(t_last, merge_time_in_step(step, i, j, self.merge_radius))
+                t_last = t_ev
+                self.merges.append((float(t_ev), float(mi), float(mj), float(ang)))
+                log.info("t = %.6g: point masses %.4g and %.4g merge (angle %.3g rad; the step ends at %.6g)", t_ev, mi, mj, ang, t)
                 self.x[i] = p / np.linalg.norm(p)
                 self.m[i] = mi + mj
                 self.x = np.delete(self.x, j, axis=0)
                 self.m = np.delete(self.m, j)
+                if step is not None:
+                    step.merge(i, j, mi, mj)
                 merged = changed = True
         return changed
 
@@ -275,6 +292,64 @@ class PointMasses:
             self.x = np.asarray(st["atom_x"], dtype=np.float64).reshape(-1, 3).copy()
             self.m = np.asarray(st["atom_m"], dtype=np.float64).reshape(-1).copy()
             self.merges = [tuple(float(v) for v in row) for row in np.asarray(st["merges"], dtype=np.float64).reshape(-1, 4)]
+
+
+class _StepPath:
+    """One step of the point masses: times t0 < t1, positions x0, x1 and velocities v0, v1 (k, 3) at both ends."""
+
+    def __init__(self, t0, t1, x0, v0, x1, v1):
+        self.t0, self.t1, self.x0, self.v0, self.x1, self.v1 = t0, t1, x0, v0, x1, v1
+
+    def merge(self, i: int, j: int, mi: float, mj: float) -> None:
+        """Row i becomes the mass-weighted mean path of rows i and j (positions projected to the sphere); row j goes."""
+        for name in ("x0", "v0", "x1", "v1"):
+            a = getattr(self, name)
+            a[i] = (mi * a[i] + mj * a[j]) / (mi + mj)
+            setattr(self, name, np.delete(a, j, axis=0))
+        for a in (self.x0, self.x1):
+            a[i] /= np.linalg.norm(a[i])
+
+
+def _angle_and_rate(x, y, vx, vy) -> tuple[float, float]:
+    """The angle theta = arccos(x . y) of two unit vectors and d theta/dt = -(vx . y + x . vy) / sin theta."""
+    c = float(np.clip(x @ y, -1.0, 1.0))
+    th = math.acos(c)
+    s = math.sqrt(max(0.0, 1.0 - c * c))
+    return th, (-(float(vx @ y) + float(x @ vy)) / s if s > 0.0 else 0.0)
+
+
+def merge_time_in_step(step: _StepPath, i: int, j: int, radius: float) -> float:
+    """The time in [t0, t1] at which the angle of point masses i and j crosses ``radius`` (their merge event).
+
+    The step's interpolant of the pair's angle: the cubic Hermite interpolant of log theta in time with the
+    values and slopes d log theta/dt = theta'/theta at both ends (theta' from the positions and velocities of
+    the step's ends, :func:`_angle_and_rate`). It is exact for theta = theta0 e^{-lambda t}, the approach of two
+    point masses (d theta/dt = -beta theta near theta = 0 for one head D = beta I, docs/model.md §4.6). The first
+    crossing is bracketed on 64 sub-intervals and bisected to round-off. Without a crossing (the pair was
+    within ``radius`` at t0, or absorbing cells moved it there at t1): t0 if theta(t0) < radius, else t1.
+    """
+    t0, t1 = step.t0, step.t1
+    h = t1 - t0
+    th0, d0 = _angle_and_rate(step.x0[i], step.x0[j], step.v0[i], step.v0[j])
+    th1, d1 = _angle_and_rate(step.x1[i], step.x1[j], step.v1[i], step.v1[j])
+    if th0 < radius:
+        return t0
+    if not (h > 0.0 and th1 > 0.0 and th1 < radius):
+        return t1
+    g0, g1, s0, s1, gr = math.log(th0), math.log(th1), h * d0 / th0, h * d1 / th1, math.log(radius)
+
+    def f(s: float) -> float:
+        s2, s3 = s * s, s * s * s
+        return (2 * s3 - 3 * s2 + 1) * g0 + (s3 - 2 * s2 + s) * s0 + (-2 * s3 + 3 * s2) * g1 + (s3 - s2) * s1 - gr
+
+    grid = np.linspace(0.0, 1.0, 65)
+    vals = [f(s) for s in grid]
+    k = next(k for k in range(64) if vals[k + 1] <= 0.0)  # f(0) > 0 >= f(1)
+    lo, hi = grid[k], grid[k + 1]
+    for _ in range(60):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if f(mid) > 0.0 else (lo, mid)
+    return t0 + h * 0.5 * (lo + hi)
 
 
 def _chord(ang: float) -> float:

@@ -393,6 +393,8 @@ class ImplicitUpwind(Stepper):
             _check_state(ms, new, t_end)
         if ms._has_energy:
             self._book_energy(ms, ev0, ev1, new, h, dmart)
+        if pts is not None:  # the step's interpolant locates the merges found after it
+            pts.remember_step(t, t_end, pts.x, ev0.atom_v, new_x, ev1.atom_v)
         ms._commit(new, t_end, h, ev1=ev1, atom_x=new_x)
         if ms.atoms:
             ms.points.after_step(ms)

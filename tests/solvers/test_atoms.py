@@ -47,6 +47,59 @@ def test_merge_time_of_two_clusters_matches_the_two_point_ode(m1, theta_deg):
     assert row["n_clusters"] == 1
 
 
+def _merge_angle_time_ode(beta, m1, m2, theta0, angle):
+    """The two-point ODE (module docstring of the metastability study) integrated to the angle ``angle``."""
+    from scipy.integrate import solve_ivp
+
+    def rhs(t, y):
+        q = math.exp(beta * (math.cos(y[0]) - 1.0))
+        return [-beta * math.sin(y[0]) * (m2 * q / (m1 + m2 * q) + m1 * q / (m2 + m1 * q))]
+
+    def hit(t, y):
+        return y[0] - angle
+
+    hit.terminal = True
+    return float(solve_ivp(rhs, [0.0, 1e4], [theta0], events=hit, rtol=1e-11, atol=1e-13).t_events[0][0])
+
+
+def _merge_run(tol, T, every, level=8):
+    """Level 8 (the kappa = 200 bumps are point masses from the start), records every ``every``, one step at a
+    time; returns the solver, the record times and the (start, end) of the step after which the merge was found."""
+    mesh = sp.icosphere(level)
+    ms = MeshSolver(mesh, two_bumps(mesh), frozen(8.0, T, 1.0), order=1, integrator="implicit", atoms=True, tol=tol)
+    records = [every * k for k in range(1, int(T / every) + 1)]
+    merge_step = None
+    for t_rec in records:
+        while ms.t < t_rec - 1e-12:
+            t_start = ms.t
+            ms.step(t_rec)
+            if ms.points.merges and merge_step is None:
+                merge_step = (t_start, ms.t)
+    return ms, records, merge_step
+
+
+def test_merge_event_is_located_inside_the_step_at_the_two_point_ode_time():
+    """Two kappa = 200 clusters at 90 degrees, masses 1/2, beta = 8: the merge event (angle < merge_radius)
+    lies within 0.5 % of the two-point ODE's time to that angle at tol 1e-3 and 1e-4, strictly inside the step
+    that found it (never on a record or step-end time, records every 0.25 so steps end on them), and where
+    the exponential approach (d theta/dt = -beta theta near 0) from the angle at the step's end puts it."""
+    beta, radius = 8.0, 1e-2
+    t_ode = _merge_angle_time_ode(beta, 0.5, 0.5, math.pi / 2, radius)
+    times = {}
+    for tol in (1e-3, 1e-4):
+        ms, records, (t_a, t_b) = _merge_run(tol, 1.2 * t_ode, 0.25)
+        assert len(ms.points.merges) == 1
+        t_ev, m1, m2, ang = ms.points.merges[0]
+        assert sorted([m1, m2]) == pytest.approx([0.5, 0.5], abs=1e-9) and 0.0 < ang < radius
+        assert t_a < t_ev < t_b and min(abs(t_ev - r) for r in records) > 1e-6
+        assert t_ev == pytest.approx(t_b - math.log(radius / ang) / beta, abs=0.02 * (t_b - t_a))  # Heun vs e^{-beta h}
+        assert t_ev == pytest.approx(t_ode, rel=5e-3)
+        times[tol] = t_ev
+    assert times[1e-3] == pytest.approx(times[1e-4], rel=1e-3)
+    # the error left is the trajectory's (first order in tol), not the step's: smaller at the finer tol
+    assert abs(times[1e-4] - t_ode) < abs(times[1e-3] - t_ode)
+
+
 def test_without_point_masses_the_mesh_pins_the_clusters():
     """The broken alternative: on the mesh alone collapsed clusters sit on cell nodes and do not merge in time."""
     beta = 8.0
