@@ -4,7 +4,7 @@ Two clusters merging: the density level against the two-point ODE
 
 Under attraction (``sign=+1``) with one frozen head D = βI, two concentrated clusters of
 masses m₁, m₂ at angle θ₀ merge after a time that grows exponentially with β (a metastable
-plateau). Reduced to two point masses, the angle obeys an ODE (``merge_time_ode`` in
+plateau). Reduced to two point masses, the angle obeys an ODE (``resultant_time_ode`` in
 ``spherepde.studies.metastability``; the derivation is in the model page, §4.10). The mesh
 solver reaches this time scale with the linearly implicit step (``integrator="implicit"``,
 steps sized by a local error estimate) and gets the merge time right when collapsed clusters
@@ -26,7 +26,7 @@ import numpy as np
 
 import spherepde as sp
 from spherepde import densities
-from spherepde.studies.metastability import merge_time_ode
+from spherepde.studies.metastability import resultant_time_ode
 
 #: (icosphere level, beta, theta0 in degrees) of each size; two kappa = 200 clusters of mass 1/2.
 SIZES = {"tiny": (8, 8.0, 70.0), "gallery": (16, 8.0, 70.0), "full": (32, 8.0, 90.0)}
@@ -46,7 +46,7 @@ def main(argv=None) -> dict:
     level, beta, deg = SIZES[args.size]
 
     theta0 = math.radians(deg)
-    t_ode = merge_time_ode(beta, 0.5, 0.5, theta0, R=R_MERGED)
+    t_ode = resultant_time_ode(beta, 0.5, 0.5, theta0, R=R_MERGED)
     T = 1.5 * t_ode
     mesh = sp.icosphere(level)
     rho0 = densities.vmf_mixture(mesh, [[0, 0, 1], [math.sin(theta0), 0, math.cos(theta0)]], [200.0, 200.0], [0.5, 0.5])

@@ -11,7 +11,12 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["weighted_clusters", "cluster_table", "CLUSTER_SLOTS"]
+__all__ = ["weighted_clusters", "cluster_table", "CLUSTER_SLOTS", "MERGE_ANGLE"]
+
+#: The one definition of a merge: two clusters (the mesh solver's point masses, two tokens) have merged
+#: when the angle between them is below this (radians). The mesh solver's merge events (``merge_radius``,
+#: ``summary.json`` ``"merges"``) and the metastability study's merge times use it (docs/model.md §4.10).
+MERGE_ANGLE = 1e-2
 
 
 def weighted_clusters(X, w, radius: float = 0.1, min_mass: float = 0.01) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

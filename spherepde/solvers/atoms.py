@@ -26,6 +26,7 @@ import numpy as np
 
 from spherepde.attention import attention_moments
 from spherepde.geometry.protocol import local_maxima
+from spherepde.model.clusters import MERGE_ANGLE
 from spherepde.model.fused import fused_rates
 from spherepde.model.velocity import HeadFields, project, velocity_from_fields
 from spherepde.solvers.errors import positive
@@ -51,10 +52,11 @@ class PointMasses:
         point mass are absorbed (default ``h_mesh``).
     radius : cells within this angle of a dense local maximum are candidates (default 2.5 ``h_mesh``).
     min_mass : the least mass that collapses.
-    merge_radius : point masses closer than this angle merge (an event).
+    merge_radius : point masses closer than this angle merge (an event; default
+        :data:`~spherepde.model.clusters.MERGE_ANGLE`, the one definition of a merge).
     """
 
-    def __init__(self, geom, h_mesh: float, *, spread=None, radius=None, min_mass: float = 1e-3, merge_radius: float = 1e-2):
+    def __init__(self, geom, h_mesh: float, *, spread=None, radius=None, min_mass: float = 1e-3, merge_radius: float = MERGE_ANGLE):
         self.geom = geom
         self.spread = positive("atom_spread", h_mesh if spread is None else spread)
         self.radius = positive("atom_radius", 2.5 * h_mesh if radius is None else radius)

@@ -9,8 +9,9 @@ import pytest
 
 import spherepde as sp
 from spherepde import densities
+from spherepde.model.clusters import MERGE_ANGLE
 from spherepde.solvers.mesh import MeshSolver
-from spherepde.studies.metastability import merge_time_ode, time_to_resultant
+from spherepde.studies.metastability import merge_time_ode, resultant_time_ode, time_to_resultant
 
 NORTH, EAST = [0.0, 0.0, 1.0], [1.0, 0.0, 0.0]
 
@@ -34,7 +35,7 @@ def t_resultant(solver, T, every=0.25):
 def test_merge_time_of_two_clusters_matches_the_two_point_ode(m1, theta_deg):
     beta = 8.0
     theta = math.radians(theta_deg)
-    t_ode = merge_time_ode(beta, m1, 1.0 - m1, theta)
+    t_ode = resultant_time_ode(beta, m1, 1.0 - m1, theta)
     mesh = sp.icosphere(8)
     ms = MeshSolver(mesh, two_bumps(mesh, m1, theta), frozen(beta, 2 * t_ode, 1.0), order=1, integrator="implicit", atoms=True)
     t95 = t_resultant(ms, 2 * t_ode)
@@ -83,8 +84,9 @@ def test_merge_event_is_located_inside_the_step_at_the_two_point_ode_time():
     lies within 0.5 % of the two-point ODE's time to that angle at tol 1e-3 and 1e-4, strictly inside the step
     that found it (never on a record or step-end time, records every 0.25 so steps end on them), and where
     the exponential approach (d theta/dt = -beta theta near 0) from the angle at the step's end puts it."""
-    beta, radius = 8.0, 1e-2
-    t_ode = _merge_angle_time_ode(beta, 0.5, 0.5, math.pi / 2, radius)
+    beta, radius = 8.0, MERGE_ANGLE
+    t_ode = merge_time_ode(beta, 0.5, 0.5, math.pi / 2)
+    assert t_ode == pytest.approx(_merge_angle_time_ode(beta, 0.5, 0.5, math.pi / 2, radius), rel=1e-9)
     times = {}
     for tol in (1e-3, 1e-4):
         ms, records, (t_a, t_b) = _merge_run(tol, 1.2 * t_ode, 0.25)
@@ -103,7 +105,7 @@ def test_merge_event_is_located_inside_the_step_at_the_two_point_ode_time():
 def test_without_point_masses_the_mesh_pins_the_clusters():
     """The broken alternative: on the mesh alone collapsed clusters sit on cell nodes and do not merge in time."""
     beta = 8.0
-    t_ode = merge_time_ode(beta, 0.5, 0.5, math.pi / 2)
+    t_ode = resultant_time_ode(beta, 0.5, 0.5, math.pi / 2)
     mesh = sp.icosphere(8)
     ms = MeshSolver(mesh, two_bumps(mesh), frozen(beta, 2 * t_ode, 1.0), order=1, integrator="implicit")
     assert abs(t_resultant(ms, 2 * t_ode, every=2.0) - t_ode) > 0.05 * t_ode
