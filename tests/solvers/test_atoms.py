@@ -148,3 +148,22 @@ def test_both_run_with_point_masses_samples_and_measures_them(tmp_path):
     assert d["atom_mass"][0] > 0.99  # level 8: the kappa = 200 bumps are point masses from the start
     assert abs(d["p_mean_resultant"][0] - d["mean_resultant"][0]) < 0.05  # the tokens were drawn from them
     assert d["w1_sliced"][-1] < 0.3  # and the distance sees them (about h at level 8; the cells alone hold almost no mass)
+
+
+def test_staircase_merge_in_summary_is_not_a_record_time(tmp_path):
+    """The beta = 8 staircase (metastable-mesh, level 8) with records every 0.05, so the step that finds the first
+    merge (near t = 1.3) is cut at a record time: summary.json's merge time lies strictly between two records,
+    located inside the step, where a step-end time would be a record time."""
+    import json
+
+    from spherepde.cli.main import main
+    from spherepde.runs.runfolder import read_diagnostics
+
+    out = tmp_path / "st"
+    rc = main(["run", "--example", "metastable-mesh", "--set", "weights.beta=8", "--set", "mesh.level=8", "--set", "solver.T=2.0",
+               "--set", "output.record_dt=0.05", "--set", "output.snapshot_dt=2.0", "--set", "output.vtk=false", "--out", str(out), "-q"])
+    assert rc == 0
+    merges = json.loads((out / "summary.json").read_text())["merges"]
+    t_rec = read_diagnostics(out / "diagnostics.csv")["t"]
+    assert len(merges) == 1 and 1.0 < merges[0]["t"] < 1.6 and 0.0 < merges[0]["angle_rad"] < MERGE_ANGLE
+    assert min(abs(merges[0]["t"] - t) for t in t_rec) > 1e-6
