@@ -313,10 +313,10 @@ class _StepPath:
 
 
 def _angle_and_rate(x, y, vx, vy) -> tuple[float, float]:
-    """The angle theta = arccos(x . y) of two unit vectors and d theta/dt = -(vx . y + x . vy) / sin theta."""
-    c = float(np.clip(x @ y, -1.0, 1.0))
-    th = math.acos(c)
-    s = math.sqrt(max(0.0, 1.0 - c * c))
+    """The angle theta = atan2(|x cross y|, x . y) of two unit vectors (accurate near 0, unlike arccos) and
+    d theta/dt = -(vx . y + x . vy) / sin theta."""
+    s = float(np.linalg.norm(np.cross(x, y)))
+    th = math.atan2(s, float(x @ y))
     return th, (-(float(vx @ y) + float(x @ vy)) / s if s > 0.0 else 0.0)
 
 

@@ -167,3 +167,24 @@ def test_staircase_merge_in_summary_is_not_a_record_time(tmp_path):
     t_rec = read_diagnostics(out / "diagnostics.csv")["t"]
     assert len(merges) == 1 and 1.0 < merges[0]["t"] < 1.6 and 0.0 < merges[0]["angle_rad"] < MERGE_ANGLE
     assert min(abs(merges[0]["t"] - t) for t in t_rec) > 1e-6
+
+
+def test_merge_time_in_step_is_exact_for_the_exponential_approach():
+    """Two points at angle theta(t) = theta0 e^{-lam t} (symmetric about the north pole): the step's interpolant
+    (cubic Hermite of log theta) puts the crossing of the radius at ln(theta0 / radius) / lam to round-off,
+    for a step far longer than 1 / lam; a pair already inside at the step's start is dated there."""
+    from spherepde.solvers.atoms import _StepPath, merge_time_in_step
+
+    lam, th0, t0, t1 = 8.0, 0.5, 3.0, 4.0
+
+    def pair(t):
+        th = th0 * math.exp(-lam * (t - t0))
+        a, da = 0.5 * th, -0.5 * lam * th
+        x = np.array([[math.sin(a), 0.0, math.cos(a)], [-math.sin(a), 0.0, math.cos(a)]])
+        v = np.array([[math.cos(a), 0.0, -math.sin(a)], [-math.cos(a), 0.0, -math.sin(a)]]) * da
+        return x, v
+
+    (x0, v0), (x1, v1) = pair(t0), pair(t1)
+    step = _StepPath(t0, t1, x0, v0, x1, v1)
+    assert merge_time_in_step(step, 0, 1, MERGE_ANGLE) == pytest.approx(t0 + math.log(th0 / MERGE_ANGLE) / lam, abs=1e-10)
+    assert merge_time_in_step(step, 0, 1, 0.9) == t0  # within the radius at the start
