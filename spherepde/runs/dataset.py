@@ -7,7 +7,12 @@ through NetCDF) sees what a run computed without knowing the folder layout:
 ============================  =================================================================
 variable                      dims
 ============================  =================================================================
-``rho``                       ``(time, cell)``: cell densities, mesh and ``both`` runs
+``rho``                       ``(time, cell)``: cell densities, mesh and ``both`` runs (with
+                              point masses: the cells alone)
+``point_mass_m``              ``(time, point_mass)``: the masses of the point masses
+                              (``solver.atoms``; unused slots 0)
+``point_mass_xyz``            ``(time, point_mass, xyz)``: their positions on the unit sphere
+                              (unused slots (0, 0, 0))
 ``x``                         ``(time, token, xyz)``: token positions, particle and ``both`` runs
 ``cell_lon``, ``cell_lat``    ``(cell,)``: cell centres in degrees; ``cell_xyz`` ``(cell, xyz)``
 ``cell_area``                 ``(cell,)``: spherical-triangle areas (sum 4 pi)
@@ -247,7 +252,10 @@ def _open_single(folder: Path):
         if snaps.rho is not None:
             mesh = snaps.mesh
             c = np.asarray(mesh.centers if hasattr(mesh, "centers") else mesh.cell_centers, float)
-            data_vars["rho"] = (("time", "cell"), snaps.rho, {"long_name": "cell-averaged density of mu_t per unit area", "units": "sr-1"})
+            if snaps.atom_m is None:
+                data_vars["rho"] = (("time", "cell"), snaps.rho, {"long_name": "cell-averaged density of mu_t per unit area", "units": "sr-1"})
+            else:
+                data_vars.update(_point_mass_vars(snaps))
             coords["cell_lon"] = ("cell", np.degrees(np.arctan2(c[:, 1], c[:, 0])), {"long_name": "longitude of the cell centre", "units": "degrees_east"})
             coords["cell_lat"] = ("cell", np.degrees(np.arcsin(np.clip(c[:, 2], -1, 1))), {"long_name": "latitude of the cell centre", "units": "degrees_north"})
             data_vars["cell_xyz"] = (("cell", "xyz"), c, {"long_name": "cell centre on the unit sphere", "units": _DIMLESS})
@@ -290,6 +298,19 @@ def _open_single(folder: Path):
     if not data_vars:
         raise NotARunFolderError(f"{folder}: no diagnostics, snapshots or weights to read; is this a spherepde run folder?")
     return xr.Dataset(data_vars, coords=coords, attrs=attrs)
+
+
+def _point_mass_vars(snaps) -> dict:
+    """``rho`` (the cells alone), ``point_mass_m`` and ``point_mass_xyz`` of a run with point masses:
+    mu_t = rho dsigma + sum_k point_mass_m[k] delta_{point_mass_xyz[k]} (unused slots: mass 0 at (0, 0, 0))."""
+    return {
+        "rho": (("time", "cell"), snaps.rho_cells, {
+            "long_name": "cell-averaged density of the cells' part of mu_t per unit area (the point masses are point_mass_m)", "units": "sr-1"}),
+        "point_mass_m": (("time", "point_mass"), snaps.atom_m, {
+            "long_name": "mass of each point mass (a collapsed cluster, a Dirac mass of mu_t); 0: unused slot", "units": _DIMLESS}),
+        "point_mass_xyz": (("time", "point_mass", "xyz"), snaps.atom_x, {
+            "long_name": "position of each point mass on the unit sphere; (0, 0, 0): unused slot", "units": _DIMLESS}),
+    }
 
 
 def open_run(run_dir):
