@@ -14,7 +14,8 @@ variable                      dims
 ``point_mass_xyz``            ``(time, point_mass, xyz)``: their positions on the unit sphere
                               (unused slots (0, 0, 0))
 ``x``                         ``(time, token, xyz)``: token positions, particle and ``both`` runs
-``cell_lon``, ``cell_lat``    ``(cell,)``: cell centres in degrees; ``cell_xyz`` ``(cell, xyz)``
+``cell_lon``, ``cell_lat``    ``(cell,)``: cell centres in degrees; ``cell_xyz`` ``(cell, xyz)``;
+                              ``cell_node_xyz`` ``(cell, xyz)``: the solver's cell nodes
 ``cell_area``                 ``(cell,)``: spherical-triangle areas (sum 4 pi)
 ``energy``, ``G2``, ...       ``(time_diag,)``: every column of ``diagnostics.csv``
 ``D`` (or ``A`` and ``V``)    ``(time_w, head, i, j)``: the weight path (gradient / general heads)
@@ -259,6 +260,8 @@ def _open_single(folder: Path):
             coords["cell_lon"] = ("cell", np.degrees(np.arctan2(c[:, 1], c[:, 0])), {"long_name": "longitude of the cell centre", "units": "degrees_east"})
             coords["cell_lat"] = ("cell", np.degrees(np.arcsin(np.clip(c[:, 2], -1, 1))), {"long_name": "latitude of the cell centre", "units": "degrees_north"})
             data_vars["cell_xyz"] = (("cell", "xyz"), c, {"long_name": "cell centre on the unit sphere", "units": _DIMLESS})
+            data_vars["cell_node_xyz"] = (("cell", "xyz"), _cell_nodes(mesh), {
+                "long_name": "cell node on the unit sphere: where the solver places the cell's mass (energy, mean_resultant)", "units": _DIMLESS})
             data_vars["cell_area"] = ("cell", np.asarray(mesh.areas, float), {"long_name": "area of the spherical-triangle cell", "units": "sr"})
         if snaps.X is not None:
             data_vars["x"] = (("time", "token", "xyz"), snaps.X, {"long_name": "token positions on the unit sphere", "units": _DIMLESS})
@@ -298,6 +301,13 @@ def _open_single(folder: Path):
     if not data_vars:
         raise NotARunFolderError(f"{folder}: no diagnostics, snapshots or weights to read; is this a spherepde run folder?")
     return xr.Dataset(data_vars, coords=coords, attrs=attrs)
+
+
+def _cell_nodes(mesh) -> np.ndarray:
+    """The solver's cell nodes x_c (nc, 3) (:attr:`spherepde.geometry.protocol.FVGeometry.nodes`)."""
+    from spherepde.geometry.protocol import geometry_of
+
+    return np.asarray(geometry_of(mesh).nodes, float)
 
 
 def _point_mass_vars(snaps) -> dict:
