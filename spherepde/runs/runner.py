@@ -227,6 +227,8 @@ def build_initial_state(cfg: Config, mesh) -> tuple[np.ndarray, tuple | None]:
     rho, pm, bp = initial_state_from_run(ini.run, ini.time, mesh, atoms=cfg.solver.atoms)
     if np.all(np.isfinite(rho)) and not np.any(rho < 0):  # else the solver refuses it, in one line
         _say_branch(bp)
+    if pm is not None:
+        log.info("with its %d point mass(es) (total mass %.6g) at their positions", len(pm[1]), float(np.sum(pm[1])))
     if ini.noise > 0:
         rho = densities.with_noise(mesh, rho, ini.noise, seed=ini.seed)
     return rho, pm
@@ -816,11 +818,7 @@ def resume(folder, *, progress: bool | None = None, overrides: dict | None = Non
             if cfg_new is not None:
                 raise RunFolderError(f"{folder} has no checkpoint to extend; resume it first (spherepde resume {folder})")
             return _restart(folder, cfg, rf, summary, lock=lock, progress=progress)
-        mesh = None
-        if cfg.run.solver in ("mesh", "both"):
-            from spherepde.geometry.mesh import SphereMesh
-
-            mesh = rf.load_part(MESH_FILE, SphereMesh.load)
+        mesh = _saved_mesh(rf, cfg)
         state, meta = rf.read_checkpoint(check=checkpoint_check(cfg, mesh))
         _check_counts(rf, state, meta)
         try:
@@ -874,6 +872,15 @@ def resume(folder, *, progress: bool | None = None, overrides: dict | None = Non
     rf.last_checkpoint_t = meta.get("t")
     return _execute(cfg_new or cfg, rf, solver, path, mesh, lock=lock, start_record=r0 + 1, wall0=session0 - wall,
                     progress=progress, fresh=False, estimate=estimate, before=drop_rows, session0=session0)
+
+
+def _saved_mesh(rf: RunFolder, cfg: Config):
+    """The mesh.npz of a mesh (or coupled) run's folder; None for a token run."""
+    if cfg.run.solver not in ("mesh", "both"):
+        return None
+    from spherepde.geometry.mesh import SphereMesh
+
+    return rf.load_part(MESH_FILE, SphereMesh.load)
 
 
 #: A checkpoint's total mass (cells and point masses) is 1 within this (round-off of the mass-conserving steps).
