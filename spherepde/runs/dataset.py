@@ -338,12 +338,19 @@ def open_run(run_dir):
         paths = RunFolder(folder).monte_carlo_paths()
         if not paths:
             raise NotARunFolderError(f"{folder}: a Monte-Carlo folder without path-NNN runs")
-        sets = [_open_single(p) for p in paths]
+        sets = _same_point_mass_slots([_open_single(p) for p in paths])
         ds = xr.concat(sets, dim="path", data_vars="different", coords="different", compat="equals", join="outer", combine_attrs="drop_conflicts")
         ds = ds.assign_coords(path=("path", [p.name for p in paths]))
         ds.attrs.update({"title": f"spherepde Monte-Carlo runs {folder.name}", "run_kind": MONTE_CARLO, "run_folder": str(folder)})
         return ds
     return _open_single(folder)
+
+
+def _same_point_mass_slots(sets: list) -> list:
+    """The datasets of a Monte-Carlo folder's paths with as many ``point_mass`` slots each (the most
+    of any path; the added slots are unused: mass 0 at (0, 0, 0)), so that they stack."""
+    k = max((ds.sizes.get("point_mass", 0) for ds in sets), default=0)
+    return [ds.pad(point_mass=(0, k - ds.sizes["point_mass"]), constant_values=0.0) if "point_mass" in ds.dims else ds for ds in sets]
 
 
 def open_sweep(sweep_dir):

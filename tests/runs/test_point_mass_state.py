@@ -240,3 +240,36 @@ def test_open_run_recomputes_the_mean_resultant_of_a_run_without_point_masses(tm
     first = ((ds.rho * ds.cell_area) * ds.cell_node_xyz).sum("cell")
     d = read_diagnostics(tmp_path / "r" / "diagnostics.csv")
     np.testing.assert_allclose(((first**2).sum("xyz") ** 0.5).values, d["mean_resultant"][[0, 1, 2]], rtol=1e-12)
+
+
+def test_monte_carlo_paths_with_different_point_mass_counts_stack(source):
+    """Paths whose snapshots hold different numbers of point masses stack with unused slots (mass 0)."""
+    import xarray as xr
+
+    from spherepde.runs.dataset import _open_single, _same_point_mass_slots
+
+    a = _open_single(source)
+    b = a.isel(point_mass=slice(0, 3))
+    c, d = _same_point_mass_slots([a, b])
+    assert c.sizes["point_mass"] == d.sizes["point_mass"] == a.sizes["point_mass"] == 5
+    np.testing.assert_array_equal(d.point_mass_m.values[:, 3:], 0.0)
+    np.testing.assert_array_equal(d.point_mass_xyz.values[:, 3:], 0.0)
+    stacked = xr.concat([c, d], dim="path", data_vars="different", coords="different", compat="equals", join="outer",
+                        combine_attrs="drop_conflicts")
+    np.testing.assert_allclose(stacked.point_mass_m.sum("point_mass").values[0], a.point_mass_m.sum("point_mass").values)
+
+
+def test_checkpoint_check_reads_a_coupled_runs_mesh_state(source):
+    """run.solver = 'both': the mesh part of the state carries the prefix mesh_; a token run has no mesh rules."""
+    from spherepde.geometry.mesh import SphereMesh
+
+    cfg = _config(**{"run.solver": "both"})
+    check = runner.checkpoint_check(cfg, SphereMesh.load(source / "mesh.npz"))
+    with np.load(sorted((source / "snapshots").glob("*.npz"))[-1]) as z:
+        st = {"mesh_rho": z["rho_cells"], "mesh_atom_x": z["atom_x"], "mesh_atom_m": z["atom_m"], "mesh_merges": np.zeros((1, 4))}
+    check(st)
+    with pytest.raises(ValueError, match="total mass is 1.5"):
+        check({**st, "mesh_atom_m": st["mesh_atom_m"] * 1.5})
+    with pytest.raises(ValueError, match="mesh_merges are missing"):
+        check({k: v for k, v in st.items() if k != "mesh_merges"})
+    assert runner.checkpoint_check(sp.default_config().with_overrides({"run.solver": "particles"}), None) is None
