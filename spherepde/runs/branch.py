@@ -115,6 +115,12 @@ def initial_state_from_run(run_dir, t: float, mesh, *, atoms: bool) -> tuple[np.
                         "its point masses start deposited in their nearest cells, not at their positions", run_dir)
         rho = _density(snaps, bp, run_dir, mesh) if pm is None else _density(snaps, bp, run_dir, mesh, snaps.rho_cells)
         return rho, None, bp
+    from spherepde.solvers.atoms import check_point_masses
+
+    problem = check_point_masses(*pm)
+    if problem:
+        raise ValueError(f"initial.run: the snapshot of {run_dir} at t = {bp.time:.6g} holds impossible point masses ({problem}); "
+                         "the run folder is damaged: branch from another time or run")
     if not atoms:
         raise ValueError(
             f"initial.run: {run_dir} carries {len(pm[1])} point mass(es) (mass {float(pm[1].sum()):.6g}) at t = {bp.time:.6g}, "

@@ -273,3 +273,18 @@ def test_checkpoint_check_reads_a_coupled_runs_mesh_state(source):
     with pytest.raises(ValueError, match="mesh_merges are missing"):
         check({k: v for k, v in st.items() if k != "mesh_merges"})
     assert runner.checkpoint_check(sp.default_config().with_overrides({"run.solver": "particles"}), None) is None
+
+
+def test_a_branch_from_a_snapshot_with_impossible_point_masses_is_refused(capsys, tmp_path, source):
+    src = tmp_path / "src"
+    shutil.copytree(source, src)
+    with np.load(src / "snapshots.npz") as z:
+        arrays = {k: np.array(z[k]) for k in z.files}
+    arrays["atom_x"][2, 0] *= 3.0
+    np.savez(src / "snapshots.npz", **arrays)
+    out = tmp_path / "b"
+    code, _, err = cli(capsys, "run", "--example", "metastable-mesh", *_sets(LEVEL8 | {"solver.T": 1.0}),
+                       "--set", "initial.kind=run", "--set", f"initial.run={src}", "--set", "initial.time=1", "--out", out, "-q")
+    line = one_line_error(err)
+    assert code == 2 and "impossible point masses" in line and "off the unit sphere" in line, line
+    assert not out.exists()
