@@ -2,7 +2,8 @@
 
 PyVista reads ``.pvd`` time series but has no writer for them, so :func:`write_pvd`
 writes the small XML index itself next to one ``.vtp`` file per snapshot
-(:func:`write_density_vtp` for densities, :func:`write_tokens_vtp` for token clouds).
+(:func:`write_density_vtp` for densities, :func:`write_tokens_vtp` for token clouds,
+:func:`write_point_masses_vtp` for the point masses of a mesh run).
 ParaView and ``pyvista.read`` open both. Token files are plain XML written here (no VTK
 call), so a full disk raises an ordinary ``OSError``.
 """
@@ -15,7 +16,7 @@ import numpy as np
 
 from spherepde._base import atomic_file, atomic_write_text
 
-__all__ = ["write_density_vtp", "write_pvd", "density_polydata", "polygon_connectivity", "write_tokens_vtp"]
+__all__ = ["write_density_vtp", "write_pvd", "density_polydata", "polygon_connectivity", "write_tokens_vtp", "write_point_masses_vtp"]
 
 
 def polygon_connectivity(cells) -> np.ndarray:
@@ -85,19 +86,37 @@ def write_tokens_vtp(X, path, *, t: float | None = None) -> None:
         X = np.column_stack([X, np.zeros(len(X))])
     elif X.shape[1] > 3:
         X = X[:, :3]
+    _write_points(X, {"token": np.arange(X.shape[0])}, path, t)
+
+
+def write_point_masses_vtp(x, m, path, *, t: float | None = None) -> None:
+    """Write the point masses of a mesh run as VTK XML PolyData (.vtp): one vertex per point mass at
+    its position ``x`` (k, 3) on S^2, point data ``mass`` (k,) (and ``index``); none at all is an empty
+    file (k = 0). ``t`` goes to the field data ``TimeValue``. Written atomically."""
+    x, m = np.asarray(x, float).reshape(-1, 3), np.asarray(m, float).reshape(-1)
+    if x.shape[0] != m.size:
+        raise ValueError(f"point masses: {x.shape[0]} positions but {m.size} masses")
+    _write_points(x, {"mass": m, "index": np.arange(m.size)}, path, t)
+
+
+def _write_points(X, point_data: dict, path, t) -> None:
+    """VTK XML PolyData of the points X (n, 3) (one vertex each) with the named point-data arrays."""
     n = X.shape[0]
     idx = np.arange(n)
     field = ""
     if t is not None:
         field = f'    <FieldData>\n      <DataArray type="Float64" Name="TimeValue" NumberOfTuples="1" format="ascii">{float(t)!r}</DataArray>\n    </FieldData>\n'
+    arrays = "".join(
+        f'        <DataArray type="{"Float64" if np.asarray(v).dtype.kind == "f" else "Int64"}" Name="{name}" format="ascii">{_ascii(v)}</DataArray>\n'
+        for name, v in point_data.items())
     text = (
         '<?xml version="1.0"?>\n'
         '<VTKFile type="PolyData" version="1.0" byte_order="LittleEndian" header_type="UInt64">\n'
         "  <PolyData>\n"
         f"{field}"
         f'    <Piece NumberOfPoints="{n}" NumberOfVerts="{n}" NumberOfLines="0" NumberOfStrips="0" NumberOfPolys="0">\n'
-        '      <PointData Scalars="token">\n'
-        f'        <DataArray type="Int64" Name="token" format="ascii">{_ascii(idx)}</DataArray>\n'
+        f'      <PointData Scalars="{next(iter(point_data))}">\n'
+        f"{arrays}"
         "      </PointData>\n"
         "      <Points>\n"
         f'        <DataArray type="Float64" Name="Points" NumberOfComponents="3" format="ascii">{_ascii(X.ravel())}</DataArray>\n'

@@ -12,9 +12,13 @@ snapshot that cannot be read, is refused (ValueError): the requested state does 
 Across solvers:
 
 * mesh run <- mesh run: the cell densities, on the same mesh (refused otherwise, with the
-  mesh file to use);
+  mesh file to use), and the point masses of a run with ``solver.atoms`` exactly (positions and
+  masses; :func:`initial_state_from_run`) -- the branch needs ``solver.atoms = true`` then
+  (refused otherwise: depositing them in cells would change the state). The source's merge
+  events stay in its own summary; the branch records the merges after its start;
 * particle run <- particle run: the tokens (``initial.n`` must match, or be the source's);
-* particle run <- mesh run: ``initial.n`` tokens drawn from the density (seed ``initial.seed``);
+* particle run <- mesh run: ``initial.n`` tokens drawn from the density (seed ``initial.seed``),
+  a point mass's share (multinomial) placed at its position;
 * mesh run <- particle run: the tokens' histogram density on this run's mesh.
 
 A run driven by a saved weight path (``weights.process = "file"``, e.g. another run's
@@ -30,9 +34,9 @@ from pathlib import Path
 
 import numpy as np
 
-from spherepde.runs.runfolder import NotARunFolderError, load_snapshots
+from spherepde.runs.runfolder import NotARunFolderError, load_snapshots, run_config
 
-__all__ = ["BranchPoint", "branch_point", "initial_density_from_run", "initial_tokens_from_run", "path_fit_error"]
+__all__ = ["BranchPoint", "branch_point", "initial_density_from_run", "initial_state_from_run", "initial_tokens_from_run", "path_fit_error"]
 
 log = logging.getLogger(__name__)
 
@@ -87,9 +91,46 @@ def branch_point(run_dir, t: float) -> BranchPoint:
 
 
 def initial_density_from_run(run_dir, t: float, mesh) -> tuple[np.ndarray, BranchPoint]:
-    """Cell densities on ``mesh`` from the snapshot of ``run_dir`` nearest to ``t``."""
+    """Cell densities on ``mesh`` from the snapshot of ``run_dir`` nearest to ``t`` (point masses
+    drawn in their nearest cells: :func:`initial_state_from_run` keeps them)."""
     snaps = _snapshots(run_dir)
     bp = _point(snaps, run_dir, t)
+    return _density(snaps, bp, run_dir, mesh), bp
+
+
+def initial_state_from_run(run_dir, t: float, mesh, *, atoms: bool) -> tuple[np.ndarray, tuple | None, BranchPoint]:
+    """The state on ``mesh`` at the snapshot of ``run_dir`` nearest to ``t``: (cell densities (nc,),
+    point masses (positions (k, 3), masses (k,)) or None, the branch point).
+
+    A source with point masses gives its cells alone and its point masses exactly; the branch
+    must carry them (``atoms``), else ValueError naming the key to set. A point-mass run whose
+    snapshots predate point-mass snapshots gives its drawn density (point masses in their
+    nearest cells), with a warning."""
+    snaps = _snapshots(run_dir)
+    bp = _point(snaps, run_dir, t)
+    pm = snaps.point_masses(bp.index)
+    if pm is None or not len(pm[1]):
+        if pm is None and snaps.rho is not None and run_config(run_dir).get("solver", {}).get("atoms"):
+            log.warning("initial.run: the snapshots of %s hold no point-mass arrays (written by an older spherepde): "
+                        "its point masses start deposited in their nearest cells, not at their positions", run_dir)
+        rho = _density(snaps, bp, run_dir, mesh) if pm is None else _density(snaps, bp, run_dir, mesh, snaps.rho_cells)
+        return rho, None, bp
+    from spherepde.solvers.atoms import check_point_masses
+
+    problem = check_point_masses(*pm)
+    if problem:
+        raise ValueError(f"initial.run: the snapshot of {run_dir} at t = {bp.time:.6g} holds impossible point masses ({problem}); "
+                         "the run folder is damaged: branch from another time or run")
+    if not atoms:
+        raise ValueError(
+            f"initial.run: {run_dir} carries {len(pm[1])} point mass(es) (mass {float(pm[1].sum()):.6g}) at t = {bp.time:.6g}, "
+            "but this run has solver.atoms = false and would smear them into cells; set solver.atoms = true (solver.integrator = \"implicit\")"
+        )
+    return _density(snaps, bp, run_dir, mesh, snaps.rho_cells), pm, bp
+
+
+def _density(snaps, bp: BranchPoint, run_dir, mesh, rho_all=None) -> np.ndarray:
+    """The cell densities of snapshot ``bp`` on ``mesh`` (``rho_all``: which array of the source, default its rho)."""
     if snaps.rho is not None:
         src = snaps.mesh
         same = src.n_cells == mesh.n_cells and np.allclose(src.points, mesh.points, atol=1e-12) and np.array_equal(src.cells, mesh.cells)
@@ -98,12 +139,10 @@ def initial_density_from_run(run_dir, t: float, mesh) -> tuple[np.ndarray, Branc
                 f"initial.run: {run_dir} was run on a mesh with {src.n_cells} cells, this run's mesh has {mesh.n_cells}; "
                 f"branch on the same mesh (set mesh.file = \"{Path(run_dir) / 'mesh.npz'}\")"
             )
-        rho = np.array(snaps.rho[bp.index], float)
-    else:
-        from spherepde.geometry.densities import from_particles
+        return np.array((snaps.rho if rho_all is None else rho_all)[bp.index], float)
+    from spherepde.geometry.densities import from_particles
 
-        rho = from_particles(mesh, snaps.X[bp.index])
-    return rho, bp
+    return from_particles(mesh, snaps.X[bp.index])
 
 
 def initial_tokens_from_run(run_dir, t: float, n: int, *, seed: int = 0) -> tuple[np.ndarray, BranchPoint]:
@@ -117,7 +156,16 @@ def initial_tokens_from_run(run_dir, t: float, n: int, *, seed: int = 0) -> tupl
         return X, bp
     from spherepde.solvers.distances import sample_from_density
 
-    return sample_from_density(snaps.mesh, snaps.rho[bp.index], n, seed=seed), bp
+    pm = snaps.point_masses(bp.index)
+    if pm is None or not len(pm[1]):
+        return sample_from_density(snaps.mesh, snaps.rho[bp.index], n, seed=seed), bp
+    x, m = pm  # the measure rho_cells dsigma + sum_k m_k delta_{x_k}: a multinomial share of the tokens at each point mass
+    cells = max(1.0 - float(m.sum()), 0.0)
+    counts = np.random.default_rng(seed).multinomial(n, np.append(m, cells) / (m.sum() + cells))
+    X = np.repeat(x, counts[:-1], axis=0)
+    if counts[-1]:
+        X = np.concatenate([X, sample_from_density(snaps.mesh, snaps.rho_cells[bp.index], int(counts[-1]), seed=seed)])
+    return X, bp
 
 
 # ================================================================ a saved weight path

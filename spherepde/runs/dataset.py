@@ -7,9 +7,15 @@ through NetCDF) sees what a run computed without knowing the folder layout:
 ============================  =================================================================
 variable                      dims
 ============================  =================================================================
-``rho``                       ``(time, cell)``: cell densities, mesh and ``both`` runs
+``rho``                       ``(time, cell)``: cell densities, mesh and ``both`` runs (with
+                              point masses: the cells alone)
+``point_mass_m``              ``(time, point_mass)``: the masses of the point masses
+                              (``solver.atoms``; unused slots 0)
+``point_mass_xyz``            ``(time, point_mass, xyz)``: their positions on the unit sphere
+                              (unused slots (0, 0, 0))
 ``x``                         ``(time, token, xyz)``: token positions, particle and ``both`` runs
-``cell_lon``, ``cell_lat``    ``(cell,)``: cell centres in degrees; ``cell_xyz`` ``(cell, xyz)``
+``cell_lon``, ``cell_lat``    ``(cell,)``: cell centres in degrees; ``cell_xyz`` ``(cell, xyz)``;
+                              ``cell_node_xyz`` ``(cell, xyz)``: the solver's cell nodes
 ``cell_area``                 ``(cell,)``: spherical-triangle areas (sum 4 pi)
 ``energy``, ``G2``, ...       ``(time_diag,)``: every column of ``diagnostics.csv``
 ``D`` (or ``A`` and ``V``)    ``(time_w, head, i, j)``: the weight path (gradient / general heads)
@@ -247,10 +253,15 @@ def _open_single(folder: Path):
         if snaps.rho is not None:
             mesh = snaps.mesh
             c = np.asarray(mesh.centers if hasattr(mesh, "centers") else mesh.cell_centers, float)
-            data_vars["rho"] = (("time", "cell"), snaps.rho, {"long_name": "cell-averaged density of mu_t per unit area", "units": "sr-1"})
+            if snaps.atom_m is None:
+                data_vars["rho"] = (("time", "cell"), snaps.rho, {"long_name": "cell-averaged density of mu_t per unit area", "units": "sr-1"})
+            else:
+                data_vars.update(_point_mass_vars(snaps))
             coords["cell_lon"] = ("cell", np.degrees(np.arctan2(c[:, 1], c[:, 0])), {"long_name": "longitude of the cell centre", "units": "degrees_east"})
             coords["cell_lat"] = ("cell", np.degrees(np.arcsin(np.clip(c[:, 2], -1, 1))), {"long_name": "latitude of the cell centre", "units": "degrees_north"})
             data_vars["cell_xyz"] = (("cell", "xyz"), c, {"long_name": "cell centre on the unit sphere", "units": _DIMLESS})
+            data_vars["cell_node_xyz"] = (("cell", "xyz"), _cell_nodes(mesh), {
+                "long_name": "cell node on the unit sphere: where the solver places the cell's mass (energy, mean_resultant)", "units": _DIMLESS})
             data_vars["cell_area"] = ("cell", np.asarray(mesh.areas, float), {"long_name": "area of the spherical-triangle cell", "units": "sr"})
         if snaps.X is not None:
             data_vars["x"] = (("time", "token", "xyz"), snaps.X, {"long_name": "token positions on the unit sphere", "units": _DIMLESS})
@@ -292,6 +303,26 @@ def _open_single(folder: Path):
     return xr.Dataset(data_vars, coords=coords, attrs=attrs)
 
 
+def _cell_nodes(mesh) -> np.ndarray:
+    """The solver's cell nodes x_c (nc, 3) (:attr:`spherepde.geometry.protocol.FVGeometry.nodes`)."""
+    from spherepde.geometry.protocol import geometry_of
+
+    return np.asarray(geometry_of(mesh).nodes, float)
+
+
+def _point_mass_vars(snaps) -> dict:
+    """``rho`` (the cells alone), ``point_mass_m`` and ``point_mass_xyz`` of a run with point masses:
+    mu_t = rho dsigma + sum_k point_mass_m[k] delta_{point_mass_xyz[k]} (unused slots: mass 0 at (0, 0, 0))."""
+    return {
+        "rho": (("time", "cell"), snaps.rho_cells, {
+            "long_name": "cell-averaged density of the cells' part of mu_t per unit area (the point masses are point_mass_m)", "units": "sr-1"}),
+        "point_mass_m": (("time", "point_mass"), snaps.atom_m, {
+            "long_name": "mass of each point mass (a collapsed cluster, a Dirac mass of mu_t); 0: unused slot", "units": _DIMLESS}),
+        "point_mass_xyz": (("time", "point_mass", "xyz"), snaps.atom_x, {
+            "long_name": "position of each point mass on the unit sphere; (0, 0, 0): unused slot", "units": _DIMLESS}),
+    }
+
+
 def open_run(run_dir):
     """The run folder ``run_dir`` as an :class:`xarray.Dataset` (see the module docstring).
 
@@ -307,12 +338,19 @@ def open_run(run_dir):
         paths = RunFolder(folder).monte_carlo_paths()
         if not paths:
             raise NotARunFolderError(f"{folder}: a Monte-Carlo folder without path-NNN runs")
-        sets = [_open_single(p) for p in paths]
+        sets = _same_point_mass_slots([_open_single(p) for p in paths])
         ds = xr.concat(sets, dim="path", data_vars="different", coords="different", compat="equals", join="outer", combine_attrs="drop_conflicts")
         ds = ds.assign_coords(path=("path", [p.name for p in paths]))
         ds.attrs.update({"title": f"spherepde Monte-Carlo runs {folder.name}", "run_kind": MONTE_CARLO, "run_folder": str(folder)})
         return ds
     return _open_single(folder)
+
+
+def _same_point_mass_slots(sets: list) -> list:
+    """The datasets of a Monte-Carlo folder's paths with as many ``point_mass`` slots each (the most
+    of any path; the added slots are unused: mass 0 at (0, 0, 0)), so that they stack."""
+    k = max((ds.sizes.get("point_mass", 0) for ds in sets), default=0)
+    return [ds.pad(point_mass=(0, k - ds.sizes["point_mass"]), constant_values=0.0) if "point_mass" in ds.dims else ds for ds in sets]
 
 
 def open_sweep(sweep_dir):

@@ -106,6 +106,7 @@ CONDITIONS = {
     "completed": "written when the run completes",
     "output.vtk": "only with output.vtk = true (the default)",
     "two checkpoints": "from the run's second checkpoint on",
+    "solver.atoms": "only with solver.atoms = true (point masses)",
     "while writing": "only while a process writes into the folder",
     "plot or render": "written by 'spherepde plot' or 'spherepde render' without --out, not by the run",
 }
@@ -143,10 +144,14 @@ LAYOUT: tuple[LayoutEntry, ...] = (
     LayoutEntry(DIAGNOSTICS_FILE, _RUNS, (), "one row of diagnostics per record (the columns of the solver)"),
     LayoutEntry(WEIGHTS_FILE, _RUNS, (), "the weight path Theta_t that drives the run"),
     LayoutEntry(MESH_FILE, _MESH, (), "the sphere mesh the cell densities live on"),
-    LayoutEntry("snapshots/", _RUNS, (), "snapshots/NNNNNN.npz: time t with tokens X and/or cell densities rho, one per output.snapshot_dt"),
-    LayoutEntry(SNAPSHOTS_FILE, _RUNS, ("completed",), "every snapshot gathered: t (S,), X (S, n, d) and/or rho (S, n_cells)"),
-    LayoutEntry("vtk/", _RUNS, ("output.vtk",), "vtk/density_NNNNNN.vtp (mesh, both) and vtk/tokens_NNNNNN.vtp (particles, both) for ParaView"),
+    LayoutEntry("snapshots/", _RUNS, (), "snapshots/NNNNNN.npz: time t with tokens X and/or cell densities rho (solver.atoms: also "
+                "the cells alone rho_cells and the point masses atom_x (k, 3), atom_m (k,)), one per output.snapshot_dt"),
+    LayoutEntry(SNAPSHOTS_FILE, _RUNS, ("completed",), "every snapshot gathered: t (S,), X (S, n, d) and/or rho (S, n_cells) (solver.atoms: "
+                "rho_cells (S, n_cells), atom_x (S, K, 3), atom_m (S, K), K the most point masses, unused rows mass 0 at (0, 0, 0))"),
+    LayoutEntry("vtk/", _RUNS, ("output.vtk",), "vtk/density_NNNNNN.vtp (mesh, both; solver.atoms: the cells alone), vtk/point_masses_NNNNNN.vtp "
+                "(solver.atoms: positions with point data mass) and vtk/tokens_NNNNNN.vtp (particles, both) for ParaView"),
     LayoutEntry("density.pvd", _MESH, ("output.vtk", "completed"), "the ParaView time series of vtk/density_NNNNNN.vtp"),
+    LayoutEntry("point_masses.pvd", _MESH, ("output.vtk", "completed", "solver.atoms"), "the ParaView time series of vtk/point_masses_NNNNNN.vtp"),
     LayoutEntry("tokens.pvd", _TOKENS, ("output.vtk", "completed"), "the ParaView time series of vtk/tokens_NNNNNN.vtp"),
     LayoutEntry(CHECKPOINT_FILE, _RUNS, (), "the solver's state at the last checkpoint (resume continues from it)"),
     LayoutEntry("checkpoint.prev.npz", _RUNS, ("two checkpoints",), "the checkpoint before it (used when checkpoint.npz is damaged)"),
@@ -385,6 +390,26 @@ def check_state_values(state: dict, meta: dict) -> None:
             raise ValueError(f"its array {k} holds {int(bad.sum())} NaN/inf value(s)")
         if leaf in ("rho", "atom_m") and (a < 0).any():
             raise ValueError(f"its density {k} holds {int((a < 0).sum())} negative value(s) (min {float(a.min()):.3e})")
+    for k in state:
+        if k.endswith("atom_m"):
+            from spherepde.solvers.atoms import check_point_masses
+
+            problem = check_point_masses(state.get(k[:-1] + "x", np.zeros((0, 3))), state[k])
+            if problem:
+                raise ValueError(f"its point masses ({k[:-1]}x, {k}): {problem}")
+
+
+def _stack_padded(arrays: list) -> np.ndarray:
+    """Stack per-snapshot arrays; the point masses (k varies) are padded to the most with zeros
+    (mass 0 at (0, 0, 0): they add nothing to any sum over point masses)."""
+    shapes = {np.shape(a) for a in arrays}
+    if len(shapes) <= 1:
+        return np.stack(arrays)
+    k = max(np.shape(a)[0] for a in arrays)
+    out = np.zeros((len(arrays), k, *np.shape(arrays[0])[1:]))
+    for i, a in enumerate(arrays):
+        out[i, : np.shape(a)[0]] = a
+    return out
 
 
 def _vtp_bytes(mesh) -> int:
@@ -771,9 +796,11 @@ class RunFolder:
             raise
         self.last_checkpoint_t = meta.get("t")
 
-    def read_checkpoint(self) -> tuple[dict, dict]:
+    def read_checkpoint(self, check=None) -> tuple[dict, dict]:
         """(state, meta) of the last usable checkpoint (checkpoint.npz, else checkpoint.prev.npz);
-        FileNotFoundError naming both when neither serves."""
+        FileNotFoundError naming both when neither serves. Usable: readable, its values pass
+        :func:`check_state_values` and ``check(state)`` (a ValueError naming the problem otherwise:
+        e.g. the run's own rules, :func:`spherepde.runs.runner.checkpoint_check`)."""
         errors, first = [], ""
         cur, prev = self.checkpoint_paths()
         for p in (cur, prev):
@@ -786,6 +813,8 @@ class RunFolder:
                 if not isinstance(meta, dict):
                     raise ValueError("the checkpoint's meta data is not a table")
                 check_state_values(state, meta)
+                if check is not None:
+                    check(state)
                 if errors:  # said only when the previous one serves (else the error below names both)
                     log.warning("checkpoint %s is unreadable or damaged (%s); continuing from the previous one", cur, first)
                 return state, meta
@@ -807,13 +836,17 @@ class RunFolder:
             self.snapdir.mkdir(exist_ok=True)
             atomic_savez(target, t=np.float64(t), **snap)
         if mesh is not None and "rho" in snap:
-            from spherepde.geometry.vtk import write_density_vtp
+            from spherepde.geometry.vtk import write_density_vtp, write_point_masses_vtp
 
             vtp = self.vtkdir / f"density_{index:06d}.vtp"
             with writing(vtp):
                 self.vtkdir.mkdir(exist_ok=True)
                 _check_free_space(self.vtkdir, _vtp_bytes(mesh), vtp)
-                write_density_vtp(mesh, snap["rho"], vtp, t=t)
+                write_density_vtp(mesh, snap.get("rho_cells", snap["rho"]), vtp, t=t)
+            if "atom_m" in snap:  # the point masses as points with their masses, not deposited in cells
+                vtp = self.vtkdir / f"point_masses_{index:06d}.vtp"
+                with writing(vtp):
+                    write_point_masses_vtp(snap["atom_x"], snap["atom_m"], vtp, t=t)
         if tokens_vtk and "X" in snap:
             from spherepde.geometry.vtk import write_tokens_vtp
 
@@ -836,12 +869,15 @@ class RunFolder:
                     if k != "t":
                         vals.setdefault(k, []).append(np.array(z[k]))
         with writing(folder / SNAPSHOTS_FILE):
-            atomic_savez(folder / SNAPSHOTS_FILE, t=np.array(ts), **{k: np.stack(v) for k, v in vals.items()})
+            atomic_savez(folder / SNAPSHOTS_FILE, t=np.array(ts), **{k: _stack_padded(v) for k, v in vals.items()})
         if "rho" in vals and cfg.output.vtk:
             from spherepde.geometry.vtk import write_pvd
 
             with writing(folder / "density.pvd"):
                 write_pvd(folder / "density.pvd", [(t, f"vtk/density_{i:06d}.vtp") for i, t in enumerate(ts)])
+            if "atom_m" in vals:
+                with writing(folder / "point_masses.pvd"):
+                    write_pvd(folder / "point_masses.pvd", [(t, f"vtk/point_masses_{i:06d}.vtp") for i, t in enumerate(ts)])
         if "X" in vals and cfg.output.vtk:
             from spherepde.geometry.vtk import write_pvd
 
@@ -880,10 +916,10 @@ class RunFolder:
     def clear_generated(self) -> None:
         """Remove what a run writes (not config.toml, the marker, run.log) before starting it again from t = 0."""
         folder = self.folder
-        for name in (DIAGNOSTICS_FILE, SUMMARY_FILE, WEIGHTS_FILE, MESH_FILE, SNAPSHOTS_FILE, "density.pvd", "tokens.pvd", "checkpoint.tmp.npz"):
+        for name in (DIAGNOSTICS_FILE, SUMMARY_FILE, WEIGHTS_FILE, MESH_FILE, SNAPSHOTS_FILE, "density.pvd", "tokens.pvd", "point_masses.pvd", "checkpoint.tmp.npz"):
             with writing(folder / name):
                 (folder / name).unlink(missing_ok=True)
-        for sub, patterns in (("snapshots", ("[0-9]*.npz", ".*.tmp")), ("vtk", ("density_*.vtp", "tokens_*.vtp"))):
+        for sub, patterns in (("snapshots", ("[0-9]*.npz", ".*.tmp")), ("vtk", ("density_*.vtp", "tokens_*.vtp", "point_masses_*.vtp"))):
             d = folder / sub
             if d.is_dir():
                 for pattern in patterns:
@@ -954,6 +990,11 @@ class RunSnapshots:
     X : (S, n, d) tokens (particle runs; mesh runs that also store tokens) or None.
     mesh : the :class:`~spherepde.geometry.mesh.SphereMesh` of a mesh run, else None.
     complete : True when read from ``snapshots.npz`` (the run has finished).
+    rho_cells, atom_x, atom_m : a run with point masses (``solver.atoms``): the cells alone
+        (S, n_cells), the point-mass positions (S, K, 3) and masses (S, K), K the most point
+        masses of any snapshot (unused rows: mass 0 at (0, 0, 0)); None otherwise. ``rho`` then
+        draws every point mass in the cell whose node is nearest; the state is
+        rho_cells dsigma + sum_k atom_m[k] delta_{atom_x[k]}.
     """
 
     folder: Path
@@ -963,6 +1004,16 @@ class RunSnapshots:
     X: np.ndarray | None
     mesh: object | None
     complete: bool
+    rho_cells: np.ndarray | None = None
+    atom_x: np.ndarray | None = None
+    atom_m: np.ndarray | None = None
+
+    def point_masses(self, i: int) -> tuple[np.ndarray, np.ndarray] | None:
+        """Positions (k, 3) and masses (k,) of the point masses of snapshot ``i`` (padding rows dropped), or None."""
+        if self.atom_m is None:
+            return None
+        keep = self.atom_m[i] > 0
+        return np.array(self.atom_x[i][keep]), np.array(self.atom_m[i][keep])
 
     def __len__(self) -> int:
         return int(self.t.size)
@@ -980,6 +1031,8 @@ def _no_snapshots(folder: Path) -> FileNotFoundError:
 
 
 _READ_ERRORS = (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile)
+#: The state arrays of a snapshot file (the rest, e.g. the cluster table, is derived from them).
+_SNAPSHOT_STATE = ("rho", "X", "rho_cells", "atom_x", "atom_m")
 
 
 def _unreadable(f: Path, exc: BaseException) -> ValueError:
@@ -1010,7 +1063,7 @@ def load_snapshots(run_dir, *, strict: bool = False) -> RunSnapshots:
                 ts = np.atleast_1d(np.asarray(z["t"], float))
                 for key in z.files:  # every array is read, so a damaged or pickled one (any key) refuses the file
                     a = z[key]
-                    if key in ("rho", "X"):
+                    if key in _SNAPSHOT_STATE:
                         arrays[key] = list(np.asarray(a, float))
         except _READ_ERRORS as exc:
             if strict:
@@ -1024,7 +1077,7 @@ def load_snapshots(run_dir, *, strict: bool = False) -> RunSnapshots:
                 with load_arrays(f) as z:
                     t = float(z["t"])
                     everything = {k: z[k] for k in z.files}  # every array is read: a damaged one (any key) refuses the file
-                    vals = {k: np.array(everything[k], float) for k in ("rho", "X") if k in everything}
+                    vals = {k: np.array(everything[k], float) for k in _SNAPSHOT_STATE if k in everything}
             except _READ_ERRORS as exc:
                 if strict:
                     raise _unreadable(f, exc) from None
@@ -1045,8 +1098,8 @@ def load_snapshots(run_dir, *, strict: bool = False) -> RunSnapshots:
     keep = np.append(ts[1:] != ts[:-1], True)
     idx = order[keep]
     ts = ts[keep]
-    rho = np.stack([arrays["rho"][i] for i in idx]) if "rho" in arrays else None
-    X = np.stack([arrays["X"][i] for i in idx]) if "X" in arrays else None
+    picked = {k: _stack_padded([v[i] for i in idx]) for k, v in arrays.items()}
+    rho, X = picked.get("rho"), picked.get("X")
     mesh = None
     if rho is not None:
         from spherepde.geometry.mesh import SphereMesh
@@ -1062,7 +1115,10 @@ def load_snapshots(run_dir, *, strict: bool = False) -> RunSnapshots:
             raise
         if rho.shape[1] != mesh.n_cells:
             raise ValueError(f"{folder}: snapshots have {rho.shape[1]} cells but mesh.npz has {mesh.n_cells}")
-    return RunSnapshots(folder, "mesh" if rho is not None else "particles", ts, rho, X, mesh, complete)
+    if "atom_m" in picked and not ("atom_x" in picked and "rho_cells" in picked and picked["atom_x"].shape[:2] == picked["atom_m"].shape):
+        raise ValueError(f"{folder}: the snapshots' point masses are incomplete (rho_cells, atom_x (S, K, 3) and atom_m (S, K) belong together)")
+    return RunSnapshots(folder, "mesh" if rho is not None else "particles", ts, rho, X, mesh, complete,
+                        picked.get("rho_cells"), picked.get("atom_x"), picked.get("atom_m"))
 
 
 def run_folder_above(path: Path) -> Path | None:

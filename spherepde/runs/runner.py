@@ -78,7 +78,7 @@ from spherepde.solvers.protocol import advance_through
 
 log = logging.getLogger(__name__)
 
-__all__ = ["MARKER", "LOCK_FILE", "RunExistsError", "RunLockedError", "RunFolderError", "DT_FLOOR", "STEP_GROWTH", "MAX_STEPS", "MIN_STEPS_CHECKED", "RunFailedError", "RunAborted", "NonFiniteDiagnostic", "StepBudgetError", "Interrupted", "RunResult", "build_weight_path", "build_mesh", "build_initial_density", "build_initial_tokens", "build_solver", "default_run_name", "run", "EXTEND_KEYS", "resume"]
+__all__ = ["MARKER", "LOCK_FILE", "RunExistsError", "RunLockedError", "RunFolderError", "DT_FLOOR", "STEP_GROWTH", "MAX_STEPS", "MIN_STEPS_CHECKED", "MASS_TOL", "checkpoint_check", "RunFailedError", "RunAborted", "NonFiniteDiagnostic", "StepBudgetError", "Interrupted", "RunResult", "build_weight_path", "build_mesh", "build_initial_density", "build_initial_state", "build_initial_tokens", "build_solver", "default_run_name", "run", "EXTEND_KEYS", "resume"]
 
 
 #: Floor on the mesh solver's time step, relative to T: a smaller step fails the run.
@@ -214,6 +214,26 @@ def build_initial_density(cfg: Config, mesh):
     return rho
 
 
+def build_initial_state(cfg: Config, mesh) -> tuple[np.ndarray, tuple | None]:
+    """The initial state of a mesh run: (cell densities (nc,), point masses (positions (k, 3), masses (k,))
+    or None). Only a branch of a point-mass run (``initial.kind = "run"``) starts with point masses:
+    :func:`spherepde.runs.branch.initial_state_from_run`; else :func:`build_initial_density`."""
+    ini = cfg.initial
+    if ini.kind != "run" or ini.sample:
+        return build_initial_density(cfg, mesh), None
+    from spherepde.geometry import densities
+    from spherepde.runs.branch import initial_state_from_run
+
+    rho, pm, bp = initial_state_from_run(ini.run, ini.time, mesh, atoms=cfg.solver.atoms)
+    if np.all(np.isfinite(rho)) and not np.any(rho < 0):  # else the solver refuses it, in one line
+        _say_branch(bp)
+    if pm is not None:
+        log.info("with its %d point mass(es) (total mass %.6g) at their positions", len(pm[1]), float(np.sum(pm[1])))
+    if ini.noise > 0:
+        rho = densities.with_noise(mesh, rho, ini.noise, seed=ini.seed)
+    return rho, pm
+
+
 def _kind_density(cfg: Config, mesh):
     from spherepde.geometry import densities
 
@@ -289,8 +309,9 @@ def build_solver(cfg: Config, path: WeightPath, *, mesh=None):
     from spherepde.solvers.mesh import MeshSolver
 
     mesh = mesh if mesh is not None else build_mesh(cfg)
+    rho0, point_masses = build_initial_state(cfg, mesh)
     ms = MeshSolver(
-        mesh, build_initial_density(cfg, mesh), path, velocity=cfg.solver.velocity, order=cfg.solver.order,
+        mesh, rho0, path, point_masses=point_masses, velocity=cfg.solver.velocity, order=cfg.solver.order,
         integrator=cfg.integrator, cfl=cfg.solver.cfl, dt=(cfg.solver.dt or None) if cfg.run.solver == "mesh" else None,
         summation=cfg.solver.summation, summation_tol=cfg.solver.summation_tol, diagnostics_tol=cfg.solver.diagnostics_tol,
         tol=cfg.solver.tol, atoms=cfg.solver.atoms,
@@ -797,7 +818,8 @@ def resume(folder, *, progress: bool | None = None, overrides: dict | None = Non
             if cfg_new is not None:
                 raise RunFolderError(f"{folder} has no checkpoint to extend; resume it first (spherepde resume {folder})")
             return _restart(folder, cfg, rf, summary, lock=lock, progress=progress)
-        state, meta = rf.read_checkpoint()
+        mesh = _saved_mesh(rf, cfg)
+        state, meta = rf.read_checkpoint(check=checkpoint_check(cfg, mesh))
         _check_counts(rf, state, meta)
         try:
             r0 = int(meta["record"])
@@ -821,11 +843,6 @@ def resume(folder, *, progress: bool | None = None, overrides: dict | None = Non
         path = rf.load_part(WEIGHTS_FILE, WeightPath.load)
         if cfg_new is not None:
             path = _extended_path(folder, path, cfg_new)
-        mesh = None
-        if cfg.run.solver in ("mesh", "both"):
-            from spherepde.geometry.mesh import SphereMesh
-
-            mesh = rf.load_part(MESH_FILE, SphereMesh.load)
         with np.errstate(all="ignore"):
             solver = build_solver(cfg_new or cfg, path, mesh=mesh)
         try:
@@ -855,6 +872,56 @@ def resume(folder, *, progress: bool | None = None, overrides: dict | None = Non
     rf.last_checkpoint_t = meta.get("t")
     return _execute(cfg_new or cfg, rf, solver, path, mesh, lock=lock, start_record=r0 + 1, wall0=session0 - wall,
                     progress=progress, fresh=False, estimate=estimate, before=drop_rows, session0=session0)
+
+
+def _saved_mesh(rf: RunFolder, cfg: Config):
+    """The mesh.npz of a mesh (or coupled) run's folder; None for a token run."""
+    if cfg.run.solver not in ("mesh", "both"):
+        return None
+    from spherepde.geometry.mesh import SphereMesh
+
+    return rf.load_part(MESH_FILE, SphereMesh.load)
+
+
+#: A checkpoint's total mass (cells and point masses) is 1 within this (round-off of the mass-conserving steps).
+MASS_TOL = 1e-8
+
+
+def checkpoint_check(cfg: Config, mesh):
+    """The run's rules for its checkpoints' mesh state, as ``check(state)`` raising ValueError (None
+    for a token run): the density has one value per cell; the point-mass arrays (atom_x, atom_m,
+    merges) are present exactly when ``solver.atoms``, with the shapes (k, 3), (k,), (n, 4) and finite
+    merges (positions on the sphere and positive masses: :func:`~spherepde.runs.runfolder.check_state_values`);
+    the cells' mass plus the point masses' is 1 within :data:`MASS_TOL`."""
+    if mesh is None:
+        return None
+    from spherepde.geometry.protocol import geometry_of
+
+    areas = geometry_of(mesh).areas
+    pre = "mesh_" if cfg.run.solver == "both" else ""
+    names = [pre + k for k in ("atom_x", "atom_m", "merges")]
+
+    def check(state: dict) -> None:
+        rho = np.asarray(state.get(pre + "rho", np.zeros(0)), float)
+        if rho.shape != areas.shape:
+            raise ValueError(f"its density {pre}rho has shape {rho.shape}, but the mesh has {areas.size} cells")
+        present = [k for k in names if k in state]
+        if cfg.solver.atoms and len(present) < len(names):
+            raise ValueError(f"its point-mass arrays {', '.join(k for k in names if k not in state)} are missing, but the run carries "
+                             "point masses (solver.atoms = true)")
+        if not cfg.solver.atoms and present:
+            raise ValueError(f"it holds point-mass arrays ({', '.join(present)}), but the run has none (solver.atoms = false)")
+        atom_mass = 0.0
+        if present:
+            merges = np.asarray(state[names[2]])
+            if merges.dtype.kind not in "iuf" or merges.ndim != 2 or merges.shape[1] != 4 or not np.all(np.isfinite(merges)):
+                raise ValueError(f"its merge events {names[2]} are not a finite (n, 4) table (shape {merges.shape})")
+            atom_mass = float(np.sum(state[names[1]]))
+        cells = float(rho @ areas)
+        if not abs(cells + atom_mass - 1.0) <= MASS_TOL:
+            raise ValueError(f"its total mass is {cells + atom_mass:.6g} (cells {cells:.6g}"
+                             + (f" + point masses {atom_mass:.6g}" if present else "") + "), not 1")
+    return check
 
 
 def _check_counts(rf: RunFolder, state: dict, meta: dict) -> None:

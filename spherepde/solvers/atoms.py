@@ -33,12 +33,47 @@ from spherepde.solvers.errors import positive
 from spherepde.solvers.fv import face_values, fv_rhs, potential_edge_velocity, scheme_g2
 from spherepde.solvers.integrators import STEPPERS, OptionError, Stepper
 
-__all__ = ["DENSE_FLOOR", "PointMasses"]
+__all__ = ["DENSE_FLOOR", "UNIT_TOL", "PointMasses", "check_point_masses"]
 
 log = logging.getLogger(__name__)
 
 #: Cells denser than this (5x the uniform density) count as concentrated mass (collapse candidates, cluster count).
 DENSE_FLOOR = 5.0 / (4.0 * math.pi)
+
+#: A point mass lies on the sphere when ||x| - 1| <= UNIT_TOL (positions are renormalised every step).
+UNIT_TOL = 1e-9
+
+
+def check_point_masses(x, m) -> str | None:
+    """What is wrong with point masses at positions ``x`` (k, 3) with masses ``m`` (k,), as a phrase,
+    or None: the shapes fit, every value is finite, every position lies on the sphere
+    (:data:`UNIT_TOL`) and every mass is positive. (Total mass is the caller's: it needs the cells.)"""
+    x, m = np.asarray(x), np.asarray(m)
+    if x.dtype.kind not in "iuf" or m.dtype.kind not in "iuf":
+        return f"their arrays hold {x.dtype} and {m.dtype}, not numbers"
+    if m.ndim != 1 or x.shape != (m.size, 3):
+        return f"positions of shape {x.shape} do not fit masses of shape {m.shape} (expected (k, 3) and (k,))"
+    if not (np.all(np.isfinite(x)) and np.all(np.isfinite(m))):
+        return f"{int(np.sum(~np.isfinite(x)) + np.sum(~np.isfinite(m)))} NaN/inf value(s)"
+    off = np.abs(np.linalg.norm(x, axis=1) - 1.0) > UNIT_TOL
+    if off.any():
+        k = int(np.argmax(off))
+        return f"{int(off.sum())} position(s) off the unit sphere (|x_{k}| = {float(np.linalg.norm(x[k])):.6g})"
+    if np.any(m <= 0):
+        k = int(np.argmin(m))
+        return f"{int(np.sum(m <= 0))} mass(es) not positive (m_{k} = {float(m[k]):.3g})"
+    return None
+
+
+def initial_point_masses(x, m) -> tuple[np.ndarray, np.ndarray]:
+    """Initial point masses (positions (k, 3), masses (k,)) checked by :func:`check_point_masses`
+    (ValueError naming the problem), positions renormalised onto the sphere."""
+    x = np.array(x, dtype=np.float64).reshape(-1, 3) if np.size(x) else np.zeros((0, 3))
+    m = np.array(m, dtype=np.float64).reshape(-1)
+    problem = check_point_masses(x, m)
+    if problem:
+        raise ValueError(f"initial point masses: {problem}")
+    return x / np.linalg.norm(x, axis=1)[:, None], m
 
 
 class PointMasses:

@@ -133,7 +133,7 @@ class CoupledSolver:
 
     def snapshot(self) -> dict:
         snap = self.mesh_solver.snapshot()  # rho with point masses deposited, and the mesh's cluster table
-        return {"rho": snap["rho"], "X": self.particle_solver.X.copy(), "clusters": snap["clusters"]}
+        return {**snap, "X": self.particle_solver.X.copy()}
 
     def get_state(self) -> dict:
         st = {"mesh_" + k: v for k, v in self.mesh_solver.get_state().items()}

@@ -50,8 +50,8 @@ from spherepde.model.energy import EnergyBalance, state_rates
 from spherepde.model.fused import fused_rates
 from spherepde.model.velocity import HeadFields, velocity_from_fields
 from spherepde.model.weights import WeightPath
-from spherepde.solvers.atoms import DENSE_FLOOR, PointMasses
-from spherepde.solvers.errors import CFLViolation, PositivityError, SolverError, positive
+from spherepde.solvers.atoms import DENSE_FLOOR, PointMasses, initial_point_masses
+from spherepde.solvers.errors import CFLViolation, PositivityError, SolverError, initial_density, positive
 from spherepde.solvers.fv import (
     VELOCITY_FORMS,
     cell_fields,
@@ -113,6 +113,9 @@ class MeshSolver:
         means ``summation_tol``.
     atoms, atom_spread, atom_radius, atom_min_mass, merge_radius : point masses
         (:class:`~spherepde.solvers.atoms.PointMasses`; ``atoms`` needs the implicit stepper).
+    point_masses : initial point masses ``(positions (k, 3), masses (k,))`` beside ``rho0`` (needs
+        ``atoms``; e.g. a branch of a point-mass run): unit positions, positive masses, and the
+        cells' mass plus theirs is 1 (the cells are rescaled, with a warning, if not).
 
     Attributes
     ----------
@@ -128,7 +131,7 @@ class MeshSolver:
                  cfl: float = 0.5, dt: float | None = None, check: bool = True, velocity_field: Callable[[float], np.ndarray] | None = None,
                  summation: str = "auto", summation_tol: float = 1e-10, diagnostics_tol: float | None = 1e-6, tol: float = 1e-3,
                  dt_max: float | None = None, atoms: bool = False, atom_spread: float | None = None, atom_radius: float | None = None,
-                 atom_min_mass: float = 1e-3, merge_radius: float = MERGE_ANGLE):
+                 atom_min_mass: float = 1e-3, merge_radius: float = MERGE_ANGLE, point_masses=None):
         if not isinstance(path, WeightPath):
             raise TypeError(f"path must be a WeightPath, got {type(path).__name__}")
         geom = geometry_of(mesh)
@@ -154,7 +157,11 @@ class MeshSolver:
                                   min_mass=atom_min_mass, merge_radius=merge_radius)
         #: implicit integrator: the step proposed for the next step (NaN: not yet chosen)
         self.h_next = float("nan")
-        self.rho = self._validate_density(rho0)
+        if point_masses is not None:
+            if not self.atoms:
+                raise ValueError("initial point masses need atoms = True (the solver carries point masses only then)")
+            self.points.x, self.points.m = initial_point_masses(*point_masses)
+        self.rho = initial_density(rho0, self.geom.areas, float(np.sum(self.points.m)))
         self.t, self.step_count, self.dt_last = 0.0, 0, 0.0
         #: floor on the time step: a step below it raises SolverError (0: no floor)
         self.dt_min = 0.0
@@ -193,24 +200,6 @@ class MeshSolver:
     @property
     def _has_energy(self) -> bool:
         return self.path.is_gradient and self.velocity_field is None
-
-    def _validate_density(self, rho0) -> np.ndarray:
-        rho = np.array(rho0, dtype=np.float64, copy=True)
-        nc = self.mesh.n_cells
-        if rho.shape != (nc,):
-            raise ValueError(f"initial density has shape {rho.shape}, but the mesh has {nc} cells; expected ({nc},)")
-        if not np.all(np.isfinite(rho)):
-            raise ValueError(f"initial density contains {int(np.sum(~np.isfinite(rho)))} NaN/inf value(s)")
-        if np.any(rho < 0):
-            i = int(np.argmin(rho))
-            raise ValueError(f"initial density must be non-negative; rho[{i}] = {rho[i]:.3e} ({int(np.sum(rho < 0))} negative cells)")
-        mass = float(np.sum(rho * self.geom.areas))
-        if not mass > 0:
-            raise ValueError("initial density has zero mass")
-        if abs(mass - 1.0) > 1e-10:
-            log.warning("initial density has mass %.6g; normalising to 1", mass)
-            rho /= mass
-        return rho
 
     def _evaluate(self, rho: np.ndarray, t: float, atom_x: np.ndarray | None = None) -> _Stage:
         """Edge velocities, the FV right-hand side and (gradient heads) the energy rates at (rho, t)."""
@@ -361,8 +350,13 @@ class MeshSolver:
     def snapshot(self) -> dict:
         """Arrays of the current state for snapshot files: ``rho`` (nc,), in which a point mass
         is drawn as its mass spread over the cell whose node is nearest (:meth:`density`), and
-        the cluster table ``clusters`` (mass, centre; :func:`spherepde.model.clusters.cluster_table`)."""
-        return {"rho": self.density(), "clusters": cluster_table(*self.points.cluster_points(self.rho))}
+        the cluster table ``clusters`` (mass, centre; :func:`spherepde.model.clusters.cluster_table`).
+        With ``atoms`` also the state itself: ``rho_cells`` (nc,) the cells alone, ``atom_x`` (k, 3)
+        and ``atom_m`` (k,) the point masses (rho_cells dsigma + sum_k m_k delta_{x_k} is the measure)."""
+        snap = {"rho": self.density(), "clusters": cluster_table(*self.points.cluster_points(self.rho))}
+        if self.atoms:
+            snap.update(rho_cells=self.rho.copy(), atom_x=self.points.x.copy(), atom_m=self.points.m.copy())
+        return snap
 
     def density(self) -> np.ndarray:
         """The cell densities with every point mass deposited in its nearest cell, (nc,)."""
