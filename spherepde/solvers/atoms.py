@@ -33,7 +33,7 @@ from spherepde.solvers.errors import positive
 from spherepde.solvers.fv import face_values, fv_rhs, potential_edge_velocity, scheme_g2
 from spherepde.solvers.integrators import STEPPERS, OptionError, Stepper
 
-__all__ = ["DENSE_FLOOR", "UNIT_TOL", "PointMasses", "check_point_masses"]
+__all__ = ["DENSE_FLOOR", "UNIT_TOL", "PointMasses", "check_point_masses", "initial_point_masses"]
 
 log = logging.getLogger(__name__)
 
