@@ -257,7 +257,6 @@ class MeshSolver:
         rates = state_rates(g.nodes, masses, fields, A, self.path.drift_at(t), self.path.sigma, v)
         del rates["grad_xi"]
         rates["Phi"] = logZ.mean(axis=1)
-        rates["M"] = np.einsum("i,id,ihe->hde", masses, g.nodes, fields.Y, optimize=True)
         return rates
 
     def _bound(self, u, rho, faces) -> float:
