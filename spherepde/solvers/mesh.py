@@ -27,6 +27,10 @@ Energy balance (gradient heads, docs/model.md §3)
   xi_c = (1/H) sum_h Z_h(x_c) and dm_c/dt = |C_c| d rho_c/dt from the FV update, so the
   exact balance residual ``edi_exact`` vanishes as dt -> 0 at a fixed mesh (it is
   O(dt^p) for an order-p integrator with frozen weights); G^2 uses v at the cell centres.
+* The energy's change through the weights (``int_dE_weights``) is booked by the trapezoid rule over
+  each step's first and last state, and the energy jumps of point masses (``int_collapse_energy``)
+  after each step, so ``edi_exact`` splits into the solver's ``edi_transport`` and the weight path's
+  ``edi_weights`` (:class:`~spherepde.model.energy.EnergyBalance`, docs/model.md §3.6).
 * For general heads (``path.is_gradient`` False) energy-based columns are NaN.
 
 Invariants checked after every step (``check=True``): finite values
