@@ -33,6 +33,7 @@ of the state at t_j (:func:`weights_work`): the change of E along the step's cho
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -138,8 +139,8 @@ class EnergyBalance:
     #: the integral of the G^2 in the paper-form balance: the rates' ``G2_scheme`` where they have
     #: one (the mesh: the scheme's own metric slope, docs/model.md §3.4), else ``G2``
     int_G2_scheme: float = 0.0
-    #: the energy's change through the weights, sum over steps of the quadrature of weights_work (NaN:
-    #: resumed from a state written before it was kept)
+    #: the energy's change through the weights, the trapezoid rule on weights_work per step (NaN:
+    #: resumed from a state written before it was kept, :meth:`unknown_columns`)
     int_dE_weights: float = 0.0
     _fields: tuple = field(default=("E0", "int_dEdt", "int_transport", "int_G2", "martingale", "jumps", "int_G2_scheme",
                                     "int_dE_weights"), repr=False)
@@ -210,6 +211,13 @@ class EnergyBalance:
             "edi_transport": edi_transport,
             "edi_weights": edi_weights,
         }
+
+    def unknown_columns(self) -> frozenset:
+        """The columns this balance cannot know: the split of edi_exact after a resume from a state
+        written before ``int_dE_weights`` was kept (NaN there by design), else none."""
+        if math.isnan(self.int_dE_weights):
+            return frozenset(("int_dE_weights", "edi_transport", "edi_weights"))
+        return frozenset()
 
     def state(self) -> dict:
         return {k: getattr(self, k) for k in self._fields}

@@ -323,7 +323,11 @@ class MeshSolver:
             return self.h_next
         return self.cfl * self._current().bound
 
-    may_be_nan = frozenset()
+    @property
+    def may_be_nan(self) -> frozenset:
+        """Columns NaN by design: the split of the energy balance after a resume from a checkpoint
+        written before it was kept (:meth:`~spherepde.model.energy.EnergyBalance.unknown_columns`)."""
+        return self.balance.unknown_columns()
 
     def step_hint(self) -> float | None:
         """The adaptive explicit step of the current state, at most the weight grid step; None for a

@@ -275,7 +275,11 @@ class ParticleSolver:
         if ev1 is not None:
             self._cache = (self.step_count, ev1)
 
-    may_be_nan = frozenset()
+    @property
+    def may_be_nan(self) -> frozenset:
+        """Columns NaN by design: the split of the energy balance after a resume from a checkpoint
+        written before it was kept (:meth:`~spherepde.model.energy.EnergyBalance.unknown_columns`)."""
+        return self.balance.unknown_columns()
 
     def step_hint(self) -> float | None:
         """None: token steps are fixed (``dt``)."""

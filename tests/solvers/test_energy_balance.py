@@ -150,3 +150,20 @@ def test_old_balance_states_resume_with_an_unknown_split():
     cols = b.columns({"energy": 1.5, "dEdt_partial": 0.0, "transport": 0.0, "G2": 0.0})
     assert cols["edi_exact"] == pytest.approx(0.2) and cols["int_collapse_energy"] == 0.0
     assert np.isnan(cols["edi_transport"]) and np.isnan(cols["edi_weights"]) and np.isnan(cols["int_dE_weights"])
+
+
+def test_a_solver_resumed_from_an_old_state_says_which_columns_it_cannot_know():
+    from spherepde.solvers.particles import ParticleSolver, initial_tokens
+
+    path = sp.generate_weight_path(sp.OUProcess(), H=2, d=3, T=0.1, dt=0.01, seed=0)
+    s = ParticleSolver(initial_tokens("octahedral", 20, seed=0), path)
+    s.advance(0.05)
+    assert s.may_be_nan == frozenset()
+    st = s.get_state()
+    del st["balance_int_dE_weights"]  # a checkpoint of an earlier release
+    s2 = ParticleSolver(initial_tokens("octahedral", 20, seed=0), path)
+    s2.set_state(st)
+    s2.advance(0.1)
+    row = s2.record()
+    assert s2.may_be_nan == {"int_dE_weights", "edi_transport", "edi_weights"}
+    assert all(np.isnan(row[c]) for c in s2.may_be_nan) and np.isfinite(row["edi_exact"])
