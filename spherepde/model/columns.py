@@ -30,6 +30,7 @@ __all__ = [
     "MESH_SOLVERS",
     "TOKEN_SOLVERS",
     "ENERGY_COLUMNS",
+    "RESIDUAL_COLUMNS",
     "HEADLINE_COLUMNS",
     "MESH_HEADLINE_COLUMNS",
     "PARTICLE_COLUMNS",
@@ -82,6 +83,14 @@ _QUANTITIES = (
            symbol="EDI residual, paper's form", axis="residual (paper's form)"),
     Column("edi_exact", "energy-dissipation identity residual, exact chain-rule form", energy=True,
            symbol="EDI residual, exact chain rule", axis="residual (exact chain rule)"),
+    Column("int_dE_weights", "energy change through the weights: sum over steps of (1/2H) sum_h <D_h(end) - D_h(start), M_h>, "
+                             "M_h = 2H dE/dD_h at the stages", energy=True),
+    Column("int_collapse_energy", "energy of the collapses, absorptions and merges of point masses so far (mesh, solver.atoms; else 0)",
+           energy=True, symbol=r"$J_t$ (collapses and merges)"),
+    Column("edi_transport", "the solver's part of edi_exact: E(t) - E(0) - int_collapse_energy - int_dE_weights - int_transport", energy=True,
+           symbol="EDI residual, the solver's transport part", axis="residual (solver's transport part)"),
+    Column("edi_weights", "the weight path's part of edi_exact: int_dE_weights - int_dEdt - martingale", energy=True,
+           symbol="EDI residual, the weight path's part", axis="residual (weight path's part)"),
     Column("mean_resultant", "mean resultant length |int x dmu|", symbol=r"$R(t) = |\int x\,d\mu_t|$", axis=r"mean resultant length $R$"),
     Column("mass", "total mass sum_c rho_c |C_c| plus point masses"),
     Column("rho_min", "minimum cell density", "sr-1"),
@@ -111,7 +120,12 @@ MESH_SOLVERS = ("mesh", "both")
 TOKEN_SOLVERS = ("particles", "both")
 
 #: The energy-based columns of every solver, in their order (NaN for general heads).
-ENERGY_COLUMNS = ("energy", "dEdt_partial", "martingale", "transport", "G2", "int_dEdt", "int_transport", "int_G2", "edi_paper", "edi_exact")
+ENERGY_COLUMNS = ("energy", "dEdt_partial", "martingale", "transport", "G2", "int_dEdt", "int_transport", "int_G2", "edi_paper", "edi_exact",
+                  "int_dE_weights", "int_collapse_energy", "edi_transport", "edi_weights")
+
+#: The energy-balance residuals (edi_exact = edi_transport + edi_weights; docs/guide/results-as-data.md):
+#: ``spherepde compare`` measures their differences against the energy scale, not against each other.
+RESIDUAL_COLUMNS = ("edi_paper", "edi_exact", "edi_transport", "edi_weights")
 
 #: The headline columns, in their order: shown first by a run's final values, ``spherepde
 #: compare``'s table and a sweep's results (every solver writes them).

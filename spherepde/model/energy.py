@@ -16,16 +16,24 @@ For gradient heads (A_h = D_h, V_h = s D_h):
 
 with Y_h(x) = sum_j w_j e^{x D_h x_j} x_j (see :mod:`spherepde.attention.direct`).
 
-The running balance (:class:`EnergyBalance`) reports two residuals:
+The running balance (:class:`EnergyBalance`) reports the residuals (J_t: the energy of
+collapses and merges of point masses, ``int_collapse_energy``; W_t: the energy's change
+through the weights, ``int_dE_weights``; docs/model.md §3.6):
 
-    edi_exact = E(t) - E(0) - int d_tE - int transport - M_t      (-> 0 as dt -> 0, any H)
-    edi_paper = E(t) - E(0) - int d_tE - s int G2 - M_t           (paper's form; exact for H = 1)
+    edi_exact     = E(t) - E(0) - J_t - int d_tE - int transport - M_t   (-> 0 as dt -> 0, any H)
+    edi_paper     = E(t) - E(0) - J_t - int d_tE - s int G2 - M_t        (paper's form; exact for H = 1)
+    edi_transport = E(t) - E(0) - J_t - W_t - int transport              (the solver: discrete chain rule)
+    edi_weights   = W_t - int d_tE - M_t                                 (the weight path: Ito's formula)
 
-(for s = -1 the paper's form reads E(T) - E(0) = int d_tE - int G2 + M_T).
+so edi_exact = edi_transport + edi_weights (for s = -1 the paper's form reads
+E(T) - E(0) = int d_tE - int G2 + M_T). W_t sums over the steps the trapezoid rule
+(1/2)(w_n + w_{n+1}) of w_j = (1/(2H)) sum_h <D_h(t_{n+1}) - D_h(t_n), M_h> with M_h the moments
+of the state at t_j (:func:`weights_work`): the change of E along the step's chord of the weight path.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -36,6 +44,8 @@ from spherepde.model.velocity import HeadFields, project
 __all__ = [
     "state_rates",
     "martingale_increment",
+    "weights_work",
+    "weights_change",
     "mean_resultant_length",
     "EnergyBalance",
 ]
@@ -54,7 +64,8 @@ def state_rates(X, w, fields: HeadFields, D, f, sigma: float, v=None) -> dict:
 
     Returns
     -------
-    dict with energy, dEdt_partial, transport, G2, xi (n,), grad_xi (n, d).
+    dict with energy, dEdt_partial, transport, G2, xi (n,), grad_xi (n, d) and the moments
+    M (H, d, d), M_h = sum_i w_i x_i Y_h(x_i)^T = 2H dE/dD_h.
     """
     H = D.shape[0]
     Z, Y = fields.Z, fields.Y
@@ -77,6 +88,7 @@ def state_rates(X, w, fields: HeadFields, D, f, sigma: float, v=None) -> dict:
         "G2": G2,
         "xi": Z.mean(axis=1),
         "grad_xi": grad_xi,
+        "M": np.einsum("i,id,ihe->hde", w, X, Y, optimize=True),
     }
 
 
@@ -84,6 +96,20 @@ def martingale_increment(X, w, fields: HeadFields, dM) -> float:
     """(1/(2H)) sum_h sum_i w_i x_i^T dM_h Y_h(x_i): the Ito martingale increment."""
     H = dM.shape[0]
     return float(np.sum(w[:, None] * np.einsum("id,hde,ihe->ih", X, dM, fields.Y, optimize=True)) / (2 * H))
+
+
+def weights_work(dD, M) -> float:
+    """(1/(2H)) sum_h <dD_h, M_h>: the first-order change of E when the matrices change by dD (H, d, d)
+    at the measure whose moments are M (H, d, d) (M_h = 2H dE/dD_h, :func:`state_rates`, ``fused_rates``)."""
+    return float(np.sum(dD * M) / (2 * dD.shape[0]))
+
+
+def weights_change(path, t0: float, t1: float):
+    """D(t1) - D(t0) (H, d, d) of a gradient-head weight path (linear between its grid points), or
+    None when the path is constant (:attr:`~spherepde.model.weights.WeightPath.is_constant`)."""
+    if path.is_constant:
+        return None
+    return path.matrices(t1)[0] - path.matrices(t0)[0]
 
 
 def mean_resultant_length(X, w) -> float:
@@ -97,7 +123,8 @@ class EnergyBalance:
 
     Integrals of d_tE, transport and G2 are accumulated with the time integrator's own
     quadrature weights (stage rates times b_i dt); the martingale with the Ito (left
-    point) rule on the weight grid.
+    point) rule on the weight grid; the energy's change through the weights (``int_dE_weights``)
+    by the trapezoid rule on :func:`weights_work` of the step's change of D (:meth:`add_weights_change`).
     """
 
     sign: float
@@ -106,15 +133,20 @@ class EnergyBalance:
     int_transport: float = 0.0
     int_G2: float = 0.0
     martingale: float = 0.0
-    #: energy changes that are not time stepping (the mesh solver's collapse of a cluster into a
-    #: point mass), subtracted from both residuals
+    #: energy changes that are not time stepping (the mesh solver's collapses, absorptions and merges
+    #: of point masses): the column ``int_collapse_energy``, subtracted from every residual but ``edi_weights``
     jumps: float = 0.0
     #: the integral of the G^2 in the paper-form balance: the rates' ``G2_scheme`` where they have
     #: one (the mesh: the scheme's own metric slope, docs/model.md §3.4), else ``G2``
     int_G2_scheme: float = 0.0
-    _fields: tuple = field(default=("E0", "int_dEdt", "int_transport", "int_G2", "martingale", "jumps", "int_G2_scheme"), repr=False)
+    #: the energy's change through the weights, the trapezoid rule on weights_work per step (NaN:
+    #: resumed from a state written before it was kept, :meth:`unknown_columns`)
+    int_dE_weights: float = 0.0
+    _fields: tuple = field(default=("E0", "int_dEdt", "int_transport", "int_G2", "martingale", "jumps", "int_G2_scheme",
+                                    "int_dE_weights"), repr=False)
 
     def add_stages(self, dt: float, b, stage_rates) -> None:
+        """Add one Runge--Kutta step of size dt: the stage rates times b_i dt."""
         for bi, r in zip(b, stage_rates):
             if bi == 0.0:
                 continue
@@ -130,14 +162,31 @@ class EnergyBalance:
         self.int_G2 += G2
         self.int_G2_scheme += G2_scheme
 
+    def add_weights_change(self, dD, M_start, M_end) -> None:
+        """Add one step's energy change through the weights by the trapezoid rule along the chord of the
+        weight path: (1/2) [weights_work(dD, M_start) + weights_work(dD, M_end)], ``dD`` = D(t_end) - D(t_start)
+        (None: the matrices do not change), M_start / M_end the moments of the step's first and last state
+        (the trapezoid rule whatever the time scheme: in D it is exact to third order, so the curvature of E in D --
+        Ito's correction, pathwise -- stays on the weights' side)."""
+        if dD is not None:
+            self.int_dE_weights += 0.5 * (weights_work(dD, M_start) + weights_work(dD, M_end))
+
     def add_martingale(self, dM: float) -> None:
         self.martingale += dM
 
     def residuals(self, energy: float) -> tuple[float, float]:
+        """(edi_paper, edi_exact) at the energy ``energy`` (module docstring)."""
         dE = energy - self.E0 - self.jumps
         edi_paper = dE - self.int_dEdt - self.sign * self.int_G2_scheme - self.martingale
         edi_exact = dE - self.int_dEdt - self.int_transport - self.martingale
         return edi_paper, edi_exact
+
+    def split(self, energy: float) -> tuple[float, float]:
+        """(edi_transport, edi_weights) at the energy ``energy``: the solver's part and the weight path's
+        part of edi_exact (module docstring; their sum is edi_exact up to round-off)."""
+        edi_transport = energy - self.E0 - self.jumps - self.int_dE_weights - self.int_transport
+        edi_weights = self.int_dE_weights - self.int_dEdt - self.martingale
+        return edi_transport, edi_weights
 
     def columns(self, rates: dict | None) -> dict:
         """The energy columns of a diagnostics row from the current instantaneous ``rates``
@@ -145,6 +194,7 @@ class EnergyBalance:
         if rates is None:
             return {k: float("nan") for k in ENERGY_COLUMNS}
         edi_paper, edi_exact = self.residuals(rates["energy"])
+        edi_transport, edi_weights = self.split(rates["energy"])
         return {
             "energy": rates["energy"],
             "dEdt_partial": rates["dEdt_partial"],
@@ -156,17 +206,32 @@ class EnergyBalance:
             "int_G2": self.int_G2,
             "edi_paper": edi_paper,
             "edi_exact": edi_exact,
+            "int_dE_weights": self.int_dE_weights,
+            "int_collapse_energy": self.jumps,
+            "edi_transport": edi_transport,
+            "edi_weights": edi_weights,
         }
+
+    def unknown_columns(self) -> frozenset:
+        """The columns this balance cannot know: the split of edi_exact after a resume from a state
+        written before ``int_dE_weights`` was kept (NaN there by design), else none."""
+        if math.isnan(self.int_dE_weights):
+            return frozenset(("int_dE_weights", "edi_transport", "edi_weights"))
+        return frozenset()
 
     def state(self) -> dict:
         return {k: getattr(self, k) for k in self._fields}
 
     def restore(self, d: dict) -> None:
+        """Restore :meth:`state`; states written before a field existed: ``jumps`` 0, ``int_G2_scheme``
+        the one G^2 they integrated, ``int_dE_weights`` NaN (unknown, so the split reads NaN, never a wrong number)."""
         for k in self._fields:
-            if k not in d and k in ("jumps", "int_G2_scheme"):  # states written before the field existed
+            if k not in d and k in ("jumps", "int_G2_scheme", "int_dE_weights"):
                 continue
             setattr(self, k, float(d[k]) if d[k] is not None else None)
         if "int_G2_scheme" not in d:  # such states integrated one G^2 (the nodal one on the mesh)
             self.int_G2_scheme = self.int_G2
         if "jumps" not in d:
             self.jumps = 0.0
+        if "int_dE_weights" not in d:
+            self.int_dE_weights = float("nan")

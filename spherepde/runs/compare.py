@@ -18,7 +18,9 @@
    |y - y_ref| (absolute), and the time average and maximum of the relative difference
    |y - y_ref| / s at each time, s = (|y| + |y_ref|)/2 with the floor REL_FLOOR x max s
    (so the maximum is never below the mean; at most 200 %). Where one side is ~0 throughout
-   (the mean resultant of a symmetric density) no relative difference is given.
+   (the mean resultant of a symmetric density) no relative difference is given. The
+   energy-balance residuals (:data:`~spherepde.model.columns.RESIDUAL_COLUMNS`, ``edi_*``) are
+   measured against the energy scale instead: |y - y_ref| / max_t max(|E|, |E_ref|).
 5. **Outputs** (in ``out``): overlay figures ``energy``, ``G2``, ``edi``,
    ``mean_resultant`` (each with the differences to the reference below), ``distances-NAME``
    for coupled runs, the table ``differences.md`` / ``differences.csv`` and
@@ -44,7 +46,7 @@ from pathlib import Path
 import numpy as np
 
 from spherepde._base import atomic_write_text, load_arrays
-from spherepde.model.columns import HEADLINE_COLUMNS, compared, distance_columns, is_token_column
+from spherepde.model.columns import HEADLINE_COLUMNS, RESIDUAL_COLUMNS, compared, distance_columns, is_token_column
 from spherepde.model.statistics import time_average
 from spherepde.runs.runfolder import (
     DIAGNOSTICS_FILE,
@@ -279,6 +281,18 @@ REL_FLOOR = 1e-3
 ZERO_SIDE = 1e-9
 
 
+def _against_energy(ad, e_ref, e, t) -> tuple[float, float, str]:
+    """(mean, max, note) over time of |y - y_ref| / max_t max(|E|, |E_ref|): a residual's difference
+    against the energy scale of both runs (two residuals near zero are not divided by each other)."""
+    scale = float(np.nanmax(np.abs(np.concatenate([np.asarray(e_ref, float), np.asarray(e, float)]))))
+    ad = np.asarray(ad, float)
+    fin = np.isfinite(ad)
+    if not (fin.any() and math.isfinite(scale) and scale > 0):
+        return math.nan, math.nan, ""
+    rel = ad / scale
+    return _time_mean(t, rel), float(np.max(rel[fin])), ""
+
+
 def _relative(ad, yref, y, scale, t) -> tuple[float, float, str]:
     """(mean, max, note) over time of rel(t) = |y - y_ref| / max(scale(t), REL_FLOOR max scale):
     both of one definition, so max >= mean; NaN with a note when one side is ~0."""
@@ -473,12 +487,17 @@ def comparison(folders, out=None, *, force: bool = False, dpi: int = 150) -> Com
             ref_abs = 0.5 * (np.abs(ref_vals[c]) + np.abs(y))  # symmetric scale: finite when y_ref ~ 0
             ref_mean = _time_mean(tgrid, ref_abs)
             ref_max = float(np.nanmax(ref_abs)) if np.any(np.isfinite(ref_abs)) else math.nan
-            rel_mean, rel_max, rel_note = _relative(ad, ref_vals[c], y, ref_abs, tgrid)
+            if c in RESIDUAL_COLUMNS and "energy" in shared:  # residuals: against the energy scale, not each other
+                rel_mean, rel_max, rel_note = _against_energy(ad, ref_vals["energy"], _on_grid(tr, "energy", tgrid, idx), tgrid)
+                rel_to = "max |E|"
+            else:
+                rel_mean, rel_max, rel_note = _relative(ad, ref_vals[c], y, ref_abs, tgrid)
+                rel_to = "s(t)"
             rows.append({
                 "column": c, "track": tr.label, "reference": ref.label,
                 "mean_abs_diff": mean_abs, "max_abs_diff": max_abs, "t_at_max": t_max, "final_diff": float(d[-1]),
                 "ref_mean_abs": ref_mean, "ref_max_abs": ref_max,
-                "rel_mean_diff": rel_mean, "rel_max_diff": rel_max, "rel_note": rel_note,
+                "rel_mean_diff": rel_mean, "rel_max_diff": rel_max, "rel_note": rel_note, "rel_to": rel_to,
             })
             diffs.setdefault(c, []).append((tr.label, tgrid, d))
     dist_rows = _distance_rows(tracks)
@@ -487,7 +506,9 @@ def comparison(folders, out=None, *, force: bool = False, dpi: int = 150) -> Com
         "runs": runs, "reference": ref.label, "tracks": [t.label for t in tracks], "weight_path": wcheck, "forced": bool(force and not wcheck["same"]),
         "alignment": alignment, "columns": shared, "differences": rows, "distances": dist_rows, "warnings": warnings, "files": [],
         "relative": (f"rel(t) = |y - y_ref| / max(s(t), {REL_FLOOR:g} max_t s), s = (|y| + |y_ref|)/2; rel_mean_diff / rel_max_diff = its time average / "
-                     "maximum (so max >= mean); none when one side is ~0 throughout (rel_note). ref_mean_abs / ref_max_abs: time average / maximum of s"),
+                     "maximum (so max >= mean); none when one side is ~0 throughout (rel_note). ref_mean_abs / ref_max_abs: time average / maximum of s. "
+                     f"Residual columns ({', '.join(RESIDUAL_COLUMNS)}; rel_to = 'max |E|'): rel(t) = |y - y_ref| / max_t max(|E|, |E_ref|), "
+                     "the energy scale of both runs, since two residuals near zero are compared by how far apart they are in energy"),
     }
     return Comparison(out, tracks, diffs, alignment, warnings, rows, markdown, doc, wcheck)
 
@@ -551,13 +572,16 @@ def _markdown(rows, alignment, wcheck, warnings, runs, distances=()) -> str:
     lines += [
         "",
         f"Δ = y − y_ref on the aligned times; mean = time average (trapezoid rule); relative: |Δ(t)| / s(t) at each time, s = (|y| + |y_ref|)/2 "
-        f"with the floor {REL_FLOOR:g} × max s, then its time average and maximum (at most 200 %; – where one side is ~0 throughout, e.g. by symmetry).",
+        f"with the floor {REL_FLOOR:g} × max s, then its time average and maximum (at most 200 %; – where one side is ~0 throughout, e.g. by symmetry). "
+        "The energy-balance residuals (edi_*, marked ‖E‖) are relative to the energy scale max |E| of both runs instead: two residuals near "
+        "zero are compared by how far apart they are in energy, not relative to each other.",
         "",
         "| column | run | mean abs Δ | max abs Δ | at t | mean rel Δ | max rel Δ | Δ at end |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
-        lines.append(f"| {r['column']} | {r['track']} | {_e(r['mean_abs_diff'])} | {_e(r['max_abs_diff'])} | {_fmt(r['t_at_max']) if math.isfinite(r['t_at_max']) else '–'} "
+        mark = " ‖E‖" if r.get("rel_to") == "max |E|" else ""
+        lines.append(f"| {r['column']}{mark} | {r['track']} | {_e(r['mean_abs_diff'])} | {_e(r['max_abs_diff'])} | {_fmt(r['t_at_max']) if math.isfinite(r['t_at_max']) else '–'} "
                      f"| {_pct(r['rel_mean_diff']) if not r.get('rel_note') else '– (' + r['rel_note'].split(' (')[0] + ')'} | {_pct(r['rel_max_diff'])} | {_e(r['final_diff'])} |")
     if distances:
         lines += [
@@ -573,7 +597,8 @@ def _markdown(rows, alignment, wcheck, warnings, runs, distances=()) -> str:
 
 def _csv(rows) -> str:
     buf = io.StringIO()
-    cols = ["column", "track", "reference", "mean_abs_diff", "max_abs_diff", "t_at_max", "final_diff", "ref_mean_abs", "ref_max_abs", "rel_mean_diff", "rel_max_diff", "rel_note"]
+    cols = ["column", "track", "reference", "mean_abs_diff", "max_abs_diff", "t_at_max", "final_diff", "ref_mean_abs", "ref_max_abs", "rel_mean_diff", "rel_max_diff",
+            "rel_note", "rel_to"]
     w = csv.writer(buf)
     w.writerow(cols)
     for r in rows:

@@ -291,9 +291,10 @@ class PointMasses:
         return changed
 
     def after_step(self, ms) -> None:
-        """Collapse after a step of the mesh solver ``ms``; the energy jump of a collapse (the self-energy
-        difference of the moved mass, O(m spread^2)) is booked into the balance's jumps so that the
-        balance columns keep measuring the time stepping."""
+        """Collapse after a step of the mesh solver ``ms``; the energy jump E(after) - E(before) of the
+        collapses, absorptions and merges (the self-energy difference of the moved mass, O(m spread^2)) is
+        booked into the balance's jumps (the column ``int_collapse_energy``, J_t), which every residual
+        leaves out, so that they keep measuring the time stepping (docs/model.md §3.6)."""
         if not ms._has_energy:
             ms._collapse()
             return

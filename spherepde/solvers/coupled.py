@@ -68,8 +68,10 @@ class CoupledSolver:
 
     @property
     def may_be_nan(self) -> frozenset:
-        """Columns that hold NaN by design in some rows (distances between their records)."""
-        return frozenset(self.distance_columns) if self.distance_every > 1 else frozenset()
+        """Columns that hold NaN by design in some rows (distances between their records; the mesh's
+        split of the energy balance after a resume from a checkpoint written before it was kept)."""
+        dist = frozenset(self.distance_columns) if self.distance_every > 1 else frozenset()
+        return dist | self.mesh_solver.may_be_nan
 
     @property
     def path(self):

@@ -27,7 +27,10 @@ fixed ``dt``, which must not exceed it (:class:`~spherepde.solvers.mesh.CFLViola
 later stage whose own bound is below an adaptive step rejects it and the step is retried
 with cfl * that bound. Steps end at min(t + dt, next grid point of the weight path, t_stop),
 exactly on grid points and on t_stop; stage j evaluates the weights at t + c_j dt. At the
-start of a step on grid point k < K the Ito martingale increment is booked (left point).
+start of a step on grid point k < K the Ito martingale increment is booked (left point). Every
+mesh stepper books the energy's change through the weights by the trapezoid rule over the
+step's first and last state (:meth:`~spherepde.model.energy.EnergyBalance.add_weights_change`;
+an explicit step evaluates its end state for it, the evaluation the next step starts from).
 
 For tokens (:class:`~spherepde.solvers.particles.ParticleSolver`) an explicit scheme is its
 Butcher form with retraction to the sphere after every stage: X^(i) = retract(X + dt sum_j
@@ -57,6 +60,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from spherepde._registry import Registry
+from spherepde.model.energy import weights_change
 from spherepde.model.fused import martingale_from_moments
 from spherepde.solvers.errors import CFLViolation, OptionError, PositivityError, SolverError
 from spherepde.solvers.fv import scheme_g2
@@ -278,10 +282,15 @@ class ExplicitScheme(Stepper):
             raise SolverError(f"no admissible time step found at t = {t:.6g}, step {ms.step_count}; reduce cfl")
         if ms.check:
             _check_state(ms, new, t_end)
+        ev1 = None
         if ms._has_energy:
             ms.balance.add_martingale(dmart)
             ms.balance.add_stages(h, self.b, stage_rates)
-        ms._commit(new, t_end, h)
+            dD = weights_change(ms.path, t, t_end)
+            if dD is not None:  # the end state's evaluation, kept for the next step
+                ev1 = ms._evaluate(new, t_end)
+                ms.balance.add_weights_change(dD, ev0.rates["M"], ev1.rates["M"])
+        ms._commit(new, t_end, h, ev1=ev1)
         return h
 
     @staticmethod
@@ -347,7 +356,8 @@ class ImplicitUpwind(Stepper):
     - v_k^n|) accepts the step when err <= ``ms.tol``, else the step is retried with
     h * max(0.2, 0.9 sqrt(tol/err)); the next step is proposed the same way (growth <= 5x). The
     first step starts from the explicit CFL step; a fixed ``dt`` is taken unchecked. Energy balance
-    over the step: d_tE by the trapezoid rule; transport by the discrete chain rule
+    over the step: d_tE and the energy's change through the weights
+    (:func:`~spherepde.model.energy.weights_work` of D(t_{n+1}) - D(t_n)) by the trapezoid rule; transport by the discrete chain rule
     (1/2)(xi^n + xi^{n+1}) . (m^{n+1} - m^n), exact for a frozen quadratic energy; G^2 as the mean
     of :func:`spherepde.solvers.fv.scheme_g2` with the step's flux and the velocities of both ends,
     which equals s * transport for one head.
@@ -392,7 +402,7 @@ class ImplicitUpwind(Stepper):
         if ms.check:
             _check_state(ms, new, t_end)
         if ms._has_energy:
-            self._book_energy(ms, ev0, ev1, new, h, dmart)
+            self._book_energy(ms, ev0, ev1, new, t_end, dmart)
         if pts is not None:  # the step's interpolant locates the merges found after it
             pts.remember_step(t, t_end, pts.x, ev0.atom_v, new_x, ev1.atom_v)
         ms._commit(new, t_end, h, ev1=ev1, atom_x=new_x)
@@ -414,8 +424,10 @@ class ImplicitUpwind(Stepper):
         return h_try
 
     @staticmethod
-    def _book_energy(ms, ev0, ev1, new, h: float, dmart: float) -> None:
+    def _book_energy(ms, ev0, ev1, new, t_end: float, dmart: float) -> None:
+        """Book the step from (ms.rho, ms.t) to (new, t_end) into the balance (class docstring; the weights' change by the trapezoid rule too)."""
         g = ms.geom
+        h = t_end - ms.t
         r0, r1 = ev0.rates, ev1.rates
         dm = g.areas * (new - ms.rho)
         transport = 0.5 * float(np.sum((r0["xi"] + r1["xi"]) * dm))
@@ -426,6 +438,7 @@ class ImplicitUpwind(Stepper):
         ms.balance.add_martingale(dmart)
         ms.balance.add_integrals(0.5 * h * (r0["dEdt_partial"] + r1["dEdt_partial"]), transport,
                                  0.5 * h * (r0["G2"] + r1["G2"]), h * G2)
+        ms.balance.add_weights_change(weights_change(ms.path, ms.t, t_end), r0["M"], r1["M"])
 
 
 # ------------------------------------------------------------------ the shipped schemes

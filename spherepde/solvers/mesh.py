@@ -27,6 +27,10 @@ Energy balance (gradient heads, docs/model.md §3)
   xi_c = (1/H) sum_h Z_h(x_c) and dm_c/dt = |C_c| d rho_c/dt from the FV update, so the
   exact balance residual ``edi_exact`` vanishes as dt -> 0 at a fixed mesh (it is
   O(dt^p) for an order-p integrator with frozen weights); G^2 uses v at the cell centres.
+* The energy's change through the weights (``int_dE_weights``) is booked by the trapezoid rule over
+  each step's first and last state, and the energy jumps of point masses (``int_collapse_energy``)
+  after each step, so ``edi_exact`` splits into the solver's ``edi_transport`` and the weight path's
+  ``edi_weights`` (:class:`~spherepde.model.energy.EnergyBalance`, docs/model.md §3.6).
 * For general heads (``path.is_gradient`` False) energy-based columns are NaN.
 
 Invariants checked after every step (``check=True``): finite values
@@ -246,7 +250,6 @@ class MeshSolver:
         rates = state_rates(g.nodes, masses, fields, A, self.path.drift_at(t), self.path.sigma, v)
         del rates["grad_xi"]
         rates["Phi"] = logZ.mean(axis=1)
-        rates["M"] = np.einsum("i,id,ihe->hde", masses, g.nodes, fields.Y, optimize=True)
         return rates
 
     def _bound(self, u, rho, faces) -> float:
@@ -309,7 +312,11 @@ class MeshSolver:
             return self.h_next
         return self.cfl * self._current().bound
 
-    may_be_nan = frozenset()
+    @property
+    def may_be_nan(self) -> frozenset:
+        """Columns NaN by design: the split of the energy balance after a resume from a checkpoint
+        written before it was kept (:meth:`~spherepde.model.energy.EnergyBalance.unknown_columns`)."""
+        return self.balance.unknown_columns()
 
     def step_hint(self) -> float | None:
         """The adaptive explicit step of the current state, at most the weight grid step; None for a

@@ -302,13 +302,25 @@ def plot_clusters(source):
     return fig
 
 
+#: The residuals of the energy balance's lower panel: (column, label, line style) -- the two residuals,
+#: then the two parts of edi_exact (docs/model.md §3.6), drawn where a run has them.
+_BALANCE_RESIDUALS = (
+    ("edi_paper", "EDI residual, paper's form", "-"),
+    ("edi_exact", "EDI residual, exact chain rule", "-"),
+    ("edi_transport", "edi_exact: the solver's transport part", ":"),
+    ("edi_weights", "edi_exact: the weight path's part", ":"),
+)
+
+
 def plot_energy_balance(source, *, sign: float | None = None):
     """The energy-balance curves and the EDI residuals (docs/model.md §3).
 
-    Top: ΔE = E(t) − E(0), ∫_0^t ∂_tE ds, ∫_0^t G² ds, M_t and the paper's right-hand side
-    ∫∂_tE + s∫G² + M_t (dashed); bottom: the residuals ``edi_paper`` and ``edi_exact``
-    (a coupled run: of the mesh and of the tokens). ``sign`` overrides the model's s.
-    Returns the Figure.
+    Top: ΔE = E(t) − E(0), ∫_0^t ∂_tE ds, ∫_0^t G² ds, M_t, the energy of collapses and merges
+    J_t (``int_collapse_energy``, where a run has it) and the paper's right-hand side
+    ∫∂_tE + s∫G² + M_t + J_t (dashed), so ΔE minus the dashed line is ``edi_paper``; bottom: the
+    residuals ``edi_paper`` and ``edi_exact`` and the parts of ``edi_exact``, ``edi_transport``
+    (the solver) and ``edi_weights`` (the weight path) (a coupled run: the mesh's and the
+    tokens' residuals). ``sign`` overrides the model's s. Returns the Figure.
     """
     s = load_series(source)
     _need_energy(s)
@@ -322,16 +334,19 @@ def plot_energy_balance(source, *, sign: float | None = None):
         _draw(ax, s, g2, r"$\int_0^t G^2\,ds$" + (" (scheme)" if g2 == "int_G2_scheme" else ""))
     if s.has("martingale"):
         _draw(ax, s, "martingale", r"$M_t$")
+    jumps = defined(s, "int_collapse_energy") and bool(np.nanmax(np.abs(s.band("int_collapse_energy").mean)) > 0)  # 0 without point masses
+    if jumps:
+        _draw(ax, s, "int_collapse_energy", r"$J_t$ (collapses and merges)")
     if all(s.has(c) for c in ("int_dEdt", g2, "martingale")):
-        rhs = s.band(lambda d: d["int_dEdt"] + sg * d[g2] + d["martingale"]).mean
+        rhs = s.band(lambda d: d["int_dEdt"] + sg * d[g2] + d["martingale"] + (d["int_collapse_energy"] if jumps else 0.0)).mean
         ss = "-" if sg < 0 else "+"
-        ax.plot(s.t, rhs, "--", color="0.45", lw=1.5, label=rf"$\int\partial_t E\,ds {ss} \int G^2\,ds + M_t$")
+        ax.plot(s.t, rhs, "--", color="0.45", lw=1.5, label=rf"$\int\partial_t E\,ds {ss} \int G^2\,ds + M_t$" + (r"$ + J_t$" if jumps else ""))
     tracks = solver_tracks(s)
     ax.set_ylabel("energy terms" + (", mesh" if len(tracks) > 1 else ""))
     for tr in tracks:
-        for col, lab in (("edi_paper", "EDI residual, paper's form"), ("edi_exact", "EDI residual, exact chain rule")):
+        for col, lab, ls in _BALANCE_RESIDUALS:
             if tr.has(col):
-                _draw(ax2, s, tr.prefix + col, lab + (f", {tr.label}" if tr.label else ""), ls="-" if tr.prefix == "" else "--")
+                _draw(ax2, s, tr.prefix + col, lab + (f", {tr.label}" if tr.label else ""), ls=ls if tr.prefix == "" else "--")
     ax2.axhline(0.0, color="0.6", lw=0.8)
     ax2.set_ylabel("residual")
     _finish(fig, [ax, ax2], s, "Energy balance", outside=True)
