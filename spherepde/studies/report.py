@@ -318,6 +318,10 @@ def _check_overrides(name: str, size: str, kv: dict) -> None:
             problem = range_problem(f"{name}.{k}", ranges[k], v)
             if problem:
                 raise ValueError(f"{problem}; the default at size {size!r} is {was!r}")
+    joint = getattr(mod, "check_params", None)  # the study's rules across values (shapes, an index into a list, ...)
+    problem = joint({**params, **kv}) if joint is not None else None
+    if problem:
+        raise ValueError(f"{name}.{problem}")
     _check_grids(name, {**params, **kv}, set(kv))
 
 
