@@ -403,7 +403,7 @@ def test_euler_weights_that_make_the_token_step_vanish_are_refused_before_work(c
 
 @pytest.mark.timeout(300)
 def test_an_implicit_run_with_a_tiny_tolerance_meets_the_step_budget(capsys, workdir):
-    from spherepde.runs.runner import STEP_GROWTH, MIN_STEPS_CHECKED
+    from spherepde.runs.runner import MIN_STEPS_CHECKED, STEP_GROWTH
 
     code = main(["run", *TINY, "--set", "solver.T=0.1", "--set", "solver.integrator=implicit", "--set", "solver.tol=1e-12"])
     _, err = capsys.readouterr()

@@ -406,7 +406,7 @@ def test_validate_claims_not_reproduced_stay_exit_0(tmp_path, monkeypatch, capsy
 
 def test_validate_prints_its_estimated_duration_first(tmp_path, capsys):
     from spherepde.cli.main import main
-    from spherepde.studies import STUDIES, SIZES
+    from spherepde.studies import SIZES, STUDIES
     from spherepde.studies.report import ESTIMATED_WALL_S, estimated_wall_s
 
     assert set(ESTIMATED_WALL_S) == set(STUDIES) and all(set(v) == set(SIZES) for v in ESTIMATED_WALL_S.values())
