@@ -370,8 +370,8 @@ class _SigintGuard:
             if _interrupt.recent():  # a double key press: the same request, the loop is stopping
                 return
             raise KeyboardInterrupt
+        _interrupt.note()  # first: a second signal landing between these two lines must find the first one noted
         self.flag = True
-        _interrupt.note()
 
     def __exit__(self, *exc):
         for sig, old in self._old.items():
@@ -630,8 +630,21 @@ def failure_message(exc: BaseException, folder: Path, *, t: float | None = None,
     return f"run failed{at}: {text} (the folder {folder} keeps what was written; traceback in {folder / LOG_FILE})"
 
 
-def _execute(cfg: Config, rf: RunFolder, solver, path: WeightPath, mesh, *, lock, start_record: int, wall0: float, progress: bool,
-             fresh: bool, estimate: int | None = None, before=None, session0: float | None = None) -> RunResult:
+def _execute(cfg: Config, rf: RunFolder, solver, path: WeightPath, mesh, **kw) -> RunResult:
+    """:func:`_run_folder_session`; a Ctrl-C that lands anywhere in it -- also after the loop's
+    first one was handled (writing the summary, releasing the lock, reading the diagnostics back)
+    -- is RunAborted: the folder exists and can be resumed, so no caller may say that nothing
+    was written."""
+    try:
+        return _run_folder_session(cfg, rf, solver, path, mesh, **kw)
+    except RunAborted:
+        raise
+    except KeyboardInterrupt as exc:
+        raise RunAborted(rf.folder) from exc
+
+
+def _run_folder_session(cfg: Config, rf: RunFolder, solver, path: WeightPath, mesh, *, lock, start_record: int, wall0: float, progress: bool,
+                        fresh: bool, estimate: int | None = None, before=None, session0: float | None = None) -> RunResult:
     """Write (fresh: the start files), run the loop and the summary, holding ``lock``.
 
     Any exception is turned into RunFailedError (summary "failed", traceback in run.log) or,
