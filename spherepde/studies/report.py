@@ -73,18 +73,19 @@ class ValidationInterrupted(KeyboardInterrupt):
         self.report, self.out = report, Path(out)
 
 
-#: Wall seconds of each study at each size, an estimate from recorded runs on an idle machine
-#: (the reports under validation/; smoke sizes from one ``validate --smoke``); load and another
-#: machine change them, and ``--set`` changes of a size are not taken into account.
+#: Wall seconds of each study at each size, an estimate: quick and full from the recorded
+#: reports under validation/ (idle machine, 2 cores); smoke rough (one interrupted
+#: ``validate --smoke`` on a loaded machine, scaled by its load). Load and another machine change
+#: them, and ``--set`` changes of a size are not taken into account.
 ESTIMATED_WALL_S = {
-    "analytic": {"smoke": 5, "quick": 20, "full": 20},
-    "structure": {"smoke": 5, "quick": 30, "full": 130},
-    "mesh_vs_particles": {"smoke": 5, "quick": 90, "full": 1800},
-    "paper_section6": {"smoke": 10, "quick": 170, "full": 3050},
-    "stability": {"smoke": 5, "quick": 30, "full": 1930},
-    "mesh_convergence": {"smoke": 10, "quick": 470, "full": 4540},
-    "work_precision": {"smoke": 10, "quick": 410, "full": 1550},
-    "metastability": {"smoke": 10, "quick": 50, "full": 200},
+    "analytic": {"smoke": 15, "quick": 20, "full": 20},
+    "structure": {"smoke": 20, "quick": 30, "full": 130},
+    "mesh_vs_particles": {"smoke": 30, "quick": 90, "full": 1800},
+    "paper_section6": {"smoke": 120, "quick": 170, "full": 3050},
+    "stability": {"smoke": 30, "quick": 30, "full": 1930},
+    "mesh_convergence": {"smoke": 30, "quick": 470, "full": 4540},
+    "work_precision": {"smoke": 30, "quick": 410, "full": 1550},
+    "metastability": {"smoke": 30, "quick": 50, "full": 200},
 }
 
 
