@@ -67,3 +67,31 @@ def test_python_blocks_run(doc, tmp_path, monkeypatch):
             exec(compile(code, f"{rel}[python block {i + 1}]", "exec"), namespace)
         except Exception as exc:  # name the block that failed
             raise AssertionError(f"{rel}, Python block {i + 1} failed: {exc!r}\n{code}") from exc
+
+
+# ------------------------------------------------------------------ issue 37: the guide's links where the guide is read
+#: The folders the documentation build generates (docs/conf.py); the README names each one.
+GENERATED = ("results", "reference", "gallery")
+LINK = re.compile(r"\]\(([^)\s#]+)(?:#[^)]*)?\)|\{doc\}`(?:[^`<]*<)?([^`>]+)>?`")
+
+
+def test_the_guides_links_resolve_where_read_or_go_to_the_generated_pages_the_readme_names():
+    readme = (ROOT / "README.md").read_text()
+    claim = readme[readme.index("The guide's Markdown pages"):]
+    claim = claim[: claim.index("\n\n")]
+    generated = 0
+    for page in sorted((ROOT / "docs" / "guide").glob("*.md")):
+        for m in LINK.finditer(page.read_text()):
+            target = m.group(1) or m.group(2)
+            if "://" in target or target.startswith("mailto:"):
+                continue
+            path = (page.parent / target).resolve()
+            if m.group(2) is not None and not path.suffix:
+                path = path.with_suffix(".md")
+            if path.exists():
+                continue
+            rel = path.relative_to(ROOT / "docs")  # a link out of docs/ must resolve in the checkout
+            assert rel.parts[0] in GENERATED, f"{page.name}: the link {target!r} resolves nowhere"
+            assert f"`docs/{rel.parts[0]}/`" in claim, f"the README's claim does not name docs/{rel.parts[0]}/"
+            generated += 1
+    assert generated >= 20  # the issue counted 15 results links and 7 {doc} roles into generated pages

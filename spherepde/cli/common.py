@@ -21,6 +21,37 @@ def examples() -> dict[str, str]:
     return {p.name[:-5]: p.read_text() for p in files.iterdir() if p.name.endswith(".toml") and not p.name.startswith("sweep-")}
 
 
+def example_summary(text: str) -> str:
+    """The first sentence of a shipped config's leading comment block, whole: a comment line
+    continues on the next when that one starts in lower case or with a digit (a sentence broken
+    across lines); the text ends at the first full stop outside parentheses or at the end of the
+    title line."""
+    lines = []
+    for line in text.splitlines():
+        if not line.startswith("#"):
+            break
+        lines.append(line.lstrip("#").strip())
+    if not lines:
+        return ""
+    summary = lines[0]
+    for nxt in lines[1:]:
+        if not nxt or not (nxt[0].islower() or nxt[0].isdigit()):
+            break
+        summary += " " + nxt
+    depth = 0
+    for i, ch in enumerate(summary):
+        depth += (ch == "(") - (ch == ")")
+        if ch == "." and depth == 0 and (i + 1 == len(summary) or summary[i + 1] == " "):
+            return summary[: i + 1]
+    return summary
+
+
+def examples_markdown() -> str:
+    """The list of shipped examples in docs/guide/configuration.md (a test compares it): one
+    bullet per example, its name and :func:`example_summary`."""
+    return "\n".join(f"- `{name}`: {example_summary(text)}" for name, text in sorted(examples().items())) + "\n"
+
+
 def example_path(name: str) -> Path:
     ex = examples()
     if name not in ex:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from spherepde.cli.common import check_one_source, example_path, examples, fail, load_args_config
+from spherepde.cli.common import check_one_source, example_path, example_summary, examples, fail, load_args_config
 
 
 def cmd_config(args) -> int:
@@ -10,8 +10,7 @@ def cmd_config(args) -> int:
 
     if args.list_examples:
         for name, text in sorted(examples().items()):
-            first = text.splitlines()[0].lstrip("# ") if text else ""
-            print(f"{name:32s} {first}")
+            print(f"{name:32s} {example_summary(text)}")
         return 0
     try:
         check_one_source(args)

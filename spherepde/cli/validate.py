@@ -4,11 +4,12 @@
 
 The studies and the report are :func:`spherepde.studies.report.run_validation`;
 this module only turns options into that call and the result into an exit status:
-0 the studies ran (failed solver checks and paper claims not reproduced are listed in the
-report and in a one-line summary on stderr -- solver checks passed/total and paper claims
-reproduced/total, counted apart), 1 a study raised an error (including a failed
-precondition), 2 bad options or an existing non-empty output folder without ``--force``
-(nothing is written).
+0 the studies ran and every solver check passed (paper claims not reproduced are findings,
+listed in the report and in a one-line summary on stderr -- solver checks passed/total and
+paper claims reproduced/total, counted apart), 3 a solver check failed (so a script or CI job
+can tell), 1 a study raised an error (including a failed precondition; before 3), 2 bad
+options or an existing non-empty output folder without ``--force`` (nothing is written), 130
+interrupted (the studies that finished are in a partial report).
 """
 
 from __future__ import annotations
@@ -16,7 +17,10 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from spherepde.studies.report import DEFAULT_OUT, OutputExistsError, headline, run_validation, studies
+from spherepde.studies.report import DEFAULT_OUT, OutputExistsError, ValidationInterrupted, headline, run_validation, studies
+
+#: Exit status when a solver check failed (the studies ran; 1 is a study that raised).
+CHECK_FAILED = 3
 
 
 def cmd_validate(args) -> int:
@@ -34,6 +38,11 @@ def cmd_validate(args) -> int:
         only = args.only or (list(overrides) if overrides else None)
         report = run_validation(size, args.out, only, force=args.force, progress=not args.quiet, verbose=args.verbose > 0 and not args.quiet,
                                 overrides=overrides)
+    except ValidationInterrupted as exc:
+        done = len(exc.report["studies"])
+        print(f"spherepde: error: interrupted during {exc.report['meta']['interrupted']['during'] or 'the report'}; "
+              f"a partial report of the {done} studies that finished is in {exc.out / 'report.md'}", file=sys.stderr)
+        return 130
     except (ValueError, OutputExistsError, ConfigError) as exc:
         print(f"spherepde: error: {exc}", file=sys.stderr)
         return 2
@@ -46,7 +55,7 @@ def cmd_validate(args) -> int:
         print(f"spherepde: error: {name}: {msg}", file=sys.stderr)
     if not args.quiet:
         print(out / "report.md")
-    return 1 if report["errors"] else 0
+    return 1 if report["errors"] else CHECK_FAILED if report["failed_checks"] else 0
 
 
 def register(sub, common) -> None:
@@ -60,8 +69,10 @@ def register(sub, common) -> None:
         help="run the validation studies and write a Markdown/JSON report",
         description="Run spherepde's validation studies (" + names + ") and write OUT/report.md, OUT/report.json and "
         "OUT/figures/. Solver checks (must pass) and the paper's claims (reproduced or not, by their 95% intervals) are "
-        "counted apart. Exit status 0 when the studies ran (failed checks are listed in the report), 1 when a study raised "
-        "an error or failed a precondition, 2 on bad options or a non-empty OUT without --force.",
+        "counted apart. The expected duration (an estimate from recorded runs) is printed first; Ctrl-C writes a partial "
+        "report of the studies that finished (exit 130). Exit status 0 when the studies ran and every solver check passed "
+        "(paper claims not reproduced are findings, listed in the report), 3 when a solver check failed, 1 when a study "
+        "raised an error or failed a precondition, 2 on bad options or a non-empty OUT without --force.",
     )
     g = v.add_mutually_exclusive_group()
     g.add_argument("--smoke", action="store_true", help="seconds per study (what the test suite runs)")

@@ -365,6 +365,8 @@ def _check_solver_options(cfg: Config) -> None:
     try:
         if cfg.run.solver == "particles":
             get_stepper(cfg.integrator, "particles")
+            if s.atoms:
+                raise OptionError("atoms", "point masses are a mesh component (run.solver = 'mesh' with solver.integrator = 'implicit'); a token run has none: remove solver.atoms")
         else:
             from spherepde.solvers.mesh import MeshSolver
 
@@ -406,6 +408,11 @@ def _check_consistency(cfg: Config, base_dir: Path | None) -> None:
             raise ConfigError(f"initial.kappas: give one kappa or one per mean ({len(means)})")
         if weights and (len(weights) != len(means) or min(weights) < 0 or sum(weights) <= 0):
             raise ConfigError("initial.weights: one non-negative weight per mean, not all zero")
+        if weights and abs(math.fsum(weights) - 1.0) > WEIGHT_SUM_TOL:
+            raise ConfigError(
+                f"initial.weights: the mixture weights {ini.weights!r} sum to {math.fsum(weights):.6g}, not 1; "
+                "give weights that sum to 1 (they are the bumps' masses), or leave the list empty for equal weights"
+            )
         if any(k < 0 for k in kappas):
             raise ConfigError("initial.kappas: concentrations must be >= 0")
         if max(kappas) > KAPPA_MAX:
@@ -416,6 +423,12 @@ def _check_consistency(cfg: Config, base_dir: Path | None) -> None:
         for i, m in enumerate(means):
             if not any(m):
                 raise ConfigError(f"initial.means: mean {i + 1} is the zero vector {ini.means[i]!r}; a vMF mean is a direction, give a non-zero vector")
+            square = math.fsum(x * x for x in m)
+            if not (math.isfinite(square) and square > 0.0):
+                raise ConfigError(
+                    f"initial.means: mean {i + 1} = {ini.means[i]!r} cannot be normalised in double precision (its squared length "
+                    f"{'overflows' if square > 0 else 'underflows to 0'}); a vMF mean is a direction: give it with components of order 1, e.g. scaled by its largest entry"
+                )
     check_resources(cfg)  # before the grid checks below, which need T / dt to be a sane number
     process = PROCESSES.get(w.process)
     process.check_config(cfg)  # the process's own rules (e.g. the Euler-Maruyama path must stay finite)
@@ -463,6 +476,9 @@ def _check_consistency(cfg: Config, base_dir: Path | None) -> None:
 
 
 # ------------------------------------------------------------------ sanity and resources
+#: How far the vMF mixture weights may sum from 1 (round-off of decimal weights such as 0.45, 0.2, ...).
+WEIGHT_SUM_TOL = 1e-9
+
 #: Largest vMF concentration: beyond it the spread 1/sqrt(kappa) is below double precision.
 KAPPA_MAX = 1e30
 
@@ -741,6 +757,10 @@ def estimate_memory(cfg: Config) -> list[tuple[float, str, str, str]]:
         key = "model.H" if H > n else "initial.n"
         terms.append((sums, key, f"the attention sums of initial.n = {ini.n} tokens x model.H = {m.H} heads need {format_bytes(sums)}", f"reduce {key}"))
         snap_bytes += n * d * 8
+    elif ini.sample and ini.kind != "file":  # a mesh run starting from the histogram of initial.n drawn tokens
+        n = float(ini.n)
+        tokens = n * d * TOKEN_BYTES[0]
+        terms.append((tokens, "initial.n", f"initial.sample = true draws initial.n = {ini.n} tokens, which need {format_bytes(tokens)}", "reduce initial.n"))
     cells = GEOMETRIES.entry(cfg.mesh.kind).info.get("cells") if solver in ("mesh", "both") else None
     nc = cells(cfg.mesh) if cells is not None else None  # None: not known before the mesh is built (a file)
     if nc is not None:

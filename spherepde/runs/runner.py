@@ -295,7 +295,24 @@ def _particle_step(cfg: Config, path: WeightPath) -> float | None:
 
     user = cfg.solver.dt if cfg.run.solver == "particles" and cfg.solver.dt else None
     dt = particle_step(path, user)
+    _refuse_step_count(cfg, cfg.solver.T / dt, f"the token step {dt:.3g} (a token moves at most 0.2 rad per step)")
     return None if user is None and dt == path.dt else dt
+
+
+def _refuse_step_count(cfg: Config, steps: float, why: str) -> None:
+    """ConfigError (before anything is written) when reaching T would take more than MAX_STEPS
+    steps of the start's step ``why``: the weight path (Euler--Maruyama with rate * dt > 2 grows
+    by |1 - rate dt| per step, under the overflow check) or the density makes it uncomputable."""
+    from spherepde.runs.config import ConfigError
+
+    if not steps > MAX_STEPS:
+        return
+    w = cfg.weights
+    grows = w.scheme == "euler" and w.process == "ou" and w.kappa * w.dt > 2
+    fix = (f"weights.kappa * weights.dt = {w.kappa * w.dt:g} > 2 makes the Euler-Maruyama weight path grow; use weights.scheme = 'exact' "
+           "or a weights.dt below 2 / weights.kappa" if grows else "use smaller weights (weights.beta, weights.mean, weights.sigma) or a shorter solver.T")
+    raise ConfigError(f"{'weights.kappa' if grows else 'solver.T'}: reaching T = {cfg.solver.T:g} with {why} takes about {steps:.3g} steps, "
+                      f"more than the limit of {MAX_STEPS:.3g}; {fix}")
 
 
 def build_solver(cfg: Config, path: WeightPath, *, mesh=None):
@@ -331,7 +348,10 @@ def _build(cfg: Config):
         path = build_weight_path(cfg)
         mesh = build_mesh(cfg) if cfg.run.solver in ("mesh", "both") else None
         solver = build_solver(cfg, path, mesh=mesh)
-        return path, mesh, solver, _step_estimate(solver, cfg)
+        estimate = _step_estimate(solver, cfg)
+        if estimate is not None:
+            _refuse_step_count(cfg, estimate, f"the initial state's step {solver.step_hint():.3g}")
+        return path, mesh, solver, estimate
 
 
 def default_run_name(cfg: Config) -> str:
@@ -371,8 +391,8 @@ class _SigintGuard:
             if _interrupt.recent():  # a double key press: the same request, the loop is stopping
                 return
             raise KeyboardInterrupt
+        _interrupt.note()  # first: a second signal landing between these two lines must find the first one noted
         self.flag = True
-        _interrupt.note()
 
     def __exit__(self, *exc):
         for sig, old in self._old.items():
@@ -431,13 +451,35 @@ def _step_estimate(solver, cfg: Config, t: float = 0.0) -> int | None:
     return int(math.ceil(max(cfg.solver.T - t, 0.0) / pdt - 1e-9)) * int(math.ceil(pdt / h - 1e-9))
 
 
+def _reference_estimate(solver, cfg: Config) -> int | None:
+    """Steps an explicit scheme would take from the current state to T, for a solver whose steps
+    follow a local error (``solver.reference_step()``, e.g. the implicit stepper); None otherwise."""
+    ref = getattr(solver, "reference_step", None)
+    h = ref() if ref is not None else None
+    if h is None:
+        return None
+    pdt = float(solver.path.dt)
+    return int(math.ceil(max(cfg.solver.T - solver.t, 0.0) / pdt - 1e-9)) * int(math.ceil(pdt / h - 1e-9))
+
+
 class _StepBudget:
-    """Stops a run whose adaptive time step collapsed (projected steps >> estimate, or > MAX_STEPS)."""
+    """Stops a run whose adaptive time step collapsed (projected steps >> estimate, or > MAX_STEPS).
+
+    The estimate of a CFL-limited run is its own step count at the start; an error-controlled
+    (implicit) run is held to the same budget measured against the explicit step count of its
+    start (:func:`_reference_estimate`): it exists to take larger steps than that."""
 
     def __init__(self, solver, cfg: Config, estimate: int | None):
         self.solver = solver
         self.T = cfg.solver.T
         self.estimate = estimate if estimate is not None else _step_estimate(solver, cfg)
+        self.reference = False
+        if self.estimate is None:
+            self.estimate = _reference_estimate(solver, cfg)
+            self.reference = self.estimate is not None
+            if self.reference:
+                log.info("step budget: an explicit scheme would take about %d steps from t = %g (dt = %.3g); the error-controlled steps "
+                         "stop when reaching T would take more than %g x that (loosen solver.tol)", self.estimate, solver.t, solver.reference_step(), STEP_GROWTH)
 
     def check(self) -> None:
         if self.estimate is None:
@@ -447,10 +489,12 @@ class _StepBudget:
             return
         projected = n / t * self.T
         if projected > STEP_GROWTH * self.estimate or projected > MAX_STEPS:
-            limit = f"more than {STEP_GROWTH:g} x the {self.estimate} estimated at the start" if projected > STEP_GROWTH * self.estimate else f"more than the limit of {MAX_STEPS:.3g}"
+            what = "an explicit scheme's" if self.reference else "the"
+            limit = f"more than {STEP_GROWTH:g} x {what} {self.estimate} estimated at the start" if projected > STEP_GROWTH * self.estimate else f"more than the limit of {MAX_STEPS:.3g}"
+            fix = "loosen solver.tol, or" if self.reference else ""
             raise StepBudgetError(
                 f"the time step collapsed (dt = {self.solver.last_step():.3g} at t = {t:.6g}, step {n}): reaching T = {self.T:g} would take about "
-                f"{projected:.3g} steps, {limit} -- check the weights (e.g. weights.kappa, weights.sigma, weights.beta) or use a coarser mesh"
+                f"{projected:.3g} steps, {limit} -- {fix} check the weights (e.g. weights.kappa, weights.sigma, weights.beta) or use a coarser mesh"
             )
 
 
@@ -540,6 +584,9 @@ class _AfterRecord:
             if left is not None:
                 log.info("t = %g: %d steps so far, about %d in all at the current step (dt = %.3g)",
                          t_r, solver.step_count, solver.step_count + left, solver.step_hint())
+            elif self.budget.reference and t_r > 0:
+                log.info("t = %g: %d steps so far, about %.0f in all at the running rate (last dt = %.3g)",
+                         t_r, solver.step_count, solver.step_count / t_r * cfg.solver.T, solver.last_step())
         dt_last = row.get("dt_last")
         self.bar.set(round(t_r, 10), f"step={solver.step_count}" + (f", dt={dt_last:.2e}" if dt_last else ""))
         due = (r > 0 and r % cfg.output.checkpoint_every == 0) or (time.monotonic() - self.last_ckpt_wall > 60 * cfg.output.checkpoint_minutes)
@@ -604,8 +651,21 @@ def failure_message(exc: BaseException, folder: Path, *, t: float | None = None,
     return f"run failed{at}: {text} (the folder {folder} keeps what was written; traceback in {folder / LOG_FILE})"
 
 
-def _execute(cfg: Config, rf: RunFolder, solver, path: WeightPath, mesh, *, lock, start_record: int, wall0: float, progress: bool,
-             fresh: bool, estimate: int | None = None, before=None, session0: float | None = None) -> RunResult:
+def _execute(cfg: Config, rf: RunFolder, solver, path: WeightPath, mesh, **kw) -> RunResult:
+    """:func:`_run_folder_session`; a Ctrl-C that lands anywhere in it -- also after the loop's
+    first one was handled (writing the summary, releasing the lock, reading the diagnostics back)
+    -- is RunAborted: the folder exists and can be resumed, so no caller may say that nothing
+    was written."""
+    try:
+        return _run_folder_session(cfg, rf, solver, path, mesh, **kw)
+    except RunAborted:
+        raise
+    except KeyboardInterrupt as exc:
+        raise RunAborted(rf.folder) from exc
+
+
+def _run_folder_session(cfg: Config, rf: RunFolder, solver, path: WeightPath, mesh, *, lock, start_record: int, wall0: float, progress: bool,
+                        fresh: bool, estimate: int | None = None, before=None, session0: float | None = None) -> RunResult:
     """Write (fresh: the start files), run the loop and the summary, holding ``lock``.
 
     Any exception is turned into RunFailedError (summary "failed", traceback in run.log) or,

@@ -80,6 +80,9 @@ class CoupledSolver:
     def step_hint(self) -> float | None:
         return self.mesh_solver.step_hint()
 
+    def reference_step(self) -> float | None:
+        return self.mesh_solver.reference_step()
+
     def last_step(self) -> float:
         return self.mesh_solver.last_step()
 

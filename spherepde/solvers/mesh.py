@@ -326,6 +326,16 @@ class MeshSolver:
         h = min(float(self.cfl_step()), float(self.path.dt))
         return h if h > 0 and math.isfinite(h) else None
 
+    def reference_step(self) -> float | None:
+        """For a stepper whose steps follow the local error (not CFL-limited, adaptive): the explicit
+        step cfl * (CFL bound) of the current state, at most the weight grid step -- the yardstick of
+        its step budget (an error-controlled run far slower than an explicit one is stopped); None
+        otherwise (a fixed ``dt``, or a CFL-limited stepper, whose :meth:`step_hint` is the estimate)."""
+        if self.dt is not None or self.stepper.cfl_limited:
+            return None
+        h = min(float(self.cfl * self._current().bound), float(self.path.dt))
+        return h if h > 0 and math.isfinite(h) else None
+
     def last_step(self) -> float:
         return float(self.dt_last)
 

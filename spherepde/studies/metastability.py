@@ -96,7 +96,7 @@ RANGES = {
     "token_seed": _v.Range(int, 0, 2**32 - 1, what="a seed"),
     "token_dt": _v.Range(float, 0.0, 1.0, open_lo=True, what="a token step"),
     "cost_case": _v.Range(int, 0, 100, what="an index into cases"),
-    "tol": _v.Range(float, 0.0, 1.0, open_lo=True, what="a local error tolerance"),
+    "tol": _v.Range(float, 1e-10, 0.5, what="a local error tolerance"),
     "atoms": _v.Range(None, choices=(True, False)),
     "record_every": _v.Range(float, 0.0, 100.0, open_lo=True, what="a time between records"),
     "nuc_beta": _v.Range(float, 0.0, 64.0, open_lo=True, what="beta"),
@@ -113,6 +113,44 @@ RANGES = {
 RESULTANT_R = 0.95
 REL_TOL = 0.05
 NORTH = np.array([0.0, 0.0, 1.0])
+
+#: Largest beta of a two-cluster case (the merge time grows like e^beta: beyond it no run ends).
+CASE_BETA_MAX = 64.0
+
+
+def _case_problem(i: int, case) -> str | None:
+    """Why case ``i`` is not a [beta, m1, theta0] the study can run (None when it is)."""
+    if not isinstance(case, (list, tuple)) or len(case) != 3:
+        return f"case {i} = {case!r} is not a [beta, m1, theta0 (degrees)] triple"
+    beta, m1, theta = (float(x) for x in case)
+    if not 0.0 < beta <= CASE_BETA_MAX:
+        return f"case {i}: beta = {beta:g} must be in (0, {CASE_BETA_MAX:g}]"
+    if not 0.0 < m1 < 1.0:
+        return f"case {i}: m1 = {m1:g} must be in (0, 1) (the masses are m1 and 1 - m1)"
+    if not 0.0 < theta < 180.0:
+        return f"case {i}: theta0 = {theta:g} degrees must be in (0, 180) (at 180 the clusters never move)"
+    resultant = math.sqrt(m1 * m1 + (1 - m1) ** 2 + 2 * m1 * (1 - m1) * math.cos(math.radians(theta)))
+    if resultant >= MERGE_R:
+        return f"case {i}: the clusters start merged (mean resultant {resultant:.3g} >= {MERGE_R}); use a larger theta0"
+    return None
+
+
+def check_params(p: dict) -> str | None:
+    """The rules across the size parameters (``validate --set`` checks them before anything is
+    written): ``cases`` a non-empty list of [beta, m1, theta0] triples the study can run, and
+    ``cost_case`` an index into it. Returns ``"param: problem; fix"`` or None."""
+    cases = p.get("cases")
+    fix = "give a list of [beta, m1, theta0 (degrees)] triples, e.g. [[8.0, 0.5, 90.0]]"
+    if not isinstance(cases, (list, tuple)) or not cases:
+        return f"cases: {cases!r} is not a non-empty list of cases; {fix}"
+    for i, case in enumerate(cases):
+        problem = _case_problem(i, case)
+        if problem:
+            return f"cases: {problem}; {fix}"
+    k = p.get("cost_case", 0)
+    if not 0 <= k < len(cases):
+        return f"cost_case: {k} is not an index into the {len(cases)} cases; use 0 to {len(cases) - 1}"
+    return None
 
 
 def _ode_time(beta: float, m1: float, m2: float, theta0: float, hit) -> float:

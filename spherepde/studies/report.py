@@ -25,9 +25,14 @@ one-line summary are all derived from the same booleans:
 
 A study that still returns bare booleans as checks is accepted (measured value unknown).
 
-Exit status: 0 the studies ran (failed checks and claims not reproduced are listed in the
-report and in a one-line summary on stderr), 1 a study raised an error, 2 bad options or an
-existing non-empty output folder without ``--force`` (nothing is written).
+Exit status: 0 the studies ran and every solver check passed (paper claims not reproduced are
+findings: listed in the report and in a one-line summary on stderr), 3 a solver check failed,
+1 a study raised an error, 2 bad options or an existing non-empty output folder without
+``--force`` (nothing is written), 130 interrupted (Ctrl-C: the studies that finished are in a
+partial report).
+
+Before the first study the expected duration is printed: the sum of :data:`ESTIMATED_WALL_S`
+over the studies run, an estimate from recorded runs on an idle machine.
 """
 
 from __future__ import annotations
@@ -47,7 +52,8 @@ from pathlib import Path
 
 from spherepde.studies import SIZES
 
-__all__ = ["SIZES", "DEFAULT_OUT", "OutputExistsError", "headline", "render_markdown", "run_validation", "studies"]
+__all__ = ["SIZES", "DEFAULT_OUT", "OutputExistsError", "ValidationInterrupted", "ESTIMATED_WALL_S", "estimated_wall_s", "headline",
+           "render_markdown", "run_validation", "studies"]
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +62,44 @@ DEFAULT_OUT = "validation-report"
 
 class OutputExistsError(FileExistsError):
     """The output folder exists and is not empty (pass ``force=True`` / ``--force``)."""
+
+
+class ValidationInterrupted(KeyboardInterrupt):
+    """Ctrl-C during the studies: ``report`` (the studies that finished; ``meta["interrupted"]``
+    names the one that was running and those not run) was written to ``out``."""
+
+    def __init__(self, report: dict, out: Path):
+        super().__init__(str(out))
+        self.report, self.out = report, Path(out)
+
+
+#: Wall seconds of each study at each size, an estimate: quick and full from the recorded
+#: reports under validation/ (idle machine, 2 cores); smoke rough (one interrupted
+#: ``validate --smoke`` on a loaded machine, scaled by its load). Load and another machine change
+#: them, and ``--set`` changes of a size are not taken into account.
+ESTIMATED_WALL_S = {
+    "analytic": {"smoke": 15, "quick": 20, "full": 20},
+    "structure": {"smoke": 20, "quick": 30, "full": 130},
+    "mesh_vs_particles": {"smoke": 30, "quick": 90, "full": 1800},
+    "paper_section6": {"smoke": 120, "quick": 170, "full": 3050},
+    "stability": {"smoke": 30, "quick": 30, "full": 1930},
+    "mesh_convergence": {"smoke": 30, "quick": 470, "full": 4540},
+    "work_precision": {"smoke": 30, "quick": 410, "full": 1550},
+    "metastability": {"smoke": 30, "quick": 50, "full": 200},
+}
+
+
+def estimated_wall_s(size: str, names) -> float | None:
+    """The estimated wall time of ``names`` at ``size`` (sum of :data:`ESTIMATED_WALL_S`); None
+    when a study has no estimate."""
+    try:
+        return float(sum(ESTIMATED_WALL_S[n][size] for n in names))
+    except KeyError:
+        return None
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
 
 
 def studies() -> tuple[str, ...]:
@@ -139,7 +183,33 @@ def run_validation(
     say = _progress_printer(progress)
 
     report: dict = {"meta": _meta(size, names, overrides), "studies": {}}
+    expected = estimated_wall_s(size, names)
+    if expected is not None:
+        say(f"validate ({size}): {len(names)} studies, estimated {_duration(expected)} on an idle machine (an estimate from recorded runs; "
+            "load makes it longer); Ctrl-C writes a partial report of the studies that finished")
     t_all = time.perf_counter()
+    try:
+        _run_all(report, names, size, overrides, verbose, fig_dir, out, say)
+    except KeyboardInterrupt:
+        running = next((n for n, e in report["studies"].items() if "status" not in e), None)
+        report["studies"].pop(running, None)
+        report["meta"]["interrupted"] = {"during": running, "not_run": [n for n in names if n not in report["studies"]]}
+        report["meta"]["wall_s"] = time.perf_counter() - t_all
+        _tally(report)
+        _write_report(report, out, created)
+        raise ValidationInterrupted(report, out) from None
+    report["meta"]["wall_s"] = time.perf_counter() - t_all
+    try:  # other work on the machine inflates every wall time: say how busy it was
+        report["meta"]["machine"]["load_average_1min_end"] = os.getloadavg()[0]
+    except (AttributeError, OSError):  # pragma: no cover - not on every platform
+        pass
+    _tally(report)
+    _write_report(report, out, created)
+    return report
+
+
+def _run_all(report: dict, names: list[str], size: str, overrides: dict, verbose: bool, fig_dir: Path, out: Path, say) -> None:
+    """Run and plot each study into ``report["studies"]`` (an entry without ``status`` is the one running)."""
     for i, name in enumerate(names, 1):
         entry: dict = {"name": name}
         report["studies"][name] = entry
@@ -149,15 +219,6 @@ def run_validation(
             continue
         _plot_study(entry, mod, fig_dir, out, tag, say)
         say(f"{tag}: done in {entry['wall_s']:.1f} s, {_outcome(entry)}")
-
-    report["meta"]["wall_s"] = time.perf_counter() - t_all
-    try:  # other work on the machine inflates every wall time: say how busy it was
-        report["meta"]["machine"]["load_average_1min_end"] = os.getloadavg()[0]
-    except (AttributeError, OSError):  # pragma: no cover - not on every platform
-        pass
-    _tally(report)
-    _write_report(report, out, created)
-    return report
 
 
 def _selected(size: str, only, overrides: dict | None) -> tuple[list[str], dict]:
@@ -318,6 +379,10 @@ def _check_overrides(name: str, size: str, kv: dict) -> None:
             problem = range_problem(f"{name}.{k}", ranges[k], v)
             if problem:
                 raise ValueError(f"{problem}; the default at size {size!r} is {was!r}")
+    joint = getattr(mod, "check_params", None)  # the study's rules across values (shapes, an index into a list, ...)
+    problem = joint({**params, **kv}) if joint is not None else None
+    if problem:
+        raise ValueError(f"{name}.{problem}")
     _check_grids(name, {**params, **kv}, set(kv))
 
 
@@ -468,6 +533,8 @@ def _md_header(m: dict) -> list[str]:
         + (f"; 1-min load average at the start {mach['load_average_1min']:.1f}" if "load_average_1min" in mach else "")
         + (f", at the end {mach['load_average_1min_end']:.1f}" if "load_average_1min_end" in mach else ""),
         f"- total wall time: {m['wall_s']:.1f} s",
+        *([f"- **interrupted** (Ctrl-C) during {m['interrupted']['during'] or '-'}: a partial report of the studies that finished; "
+           f"not run: {', '.join(m['interrupted']['not_run']) or '-'}"] if m.get("interrupted") else []),
         *([f"- parameters changed from size `{m['size']}`: "
            + "; ".join(f"{n}: " + ", ".join(f"{k} = {v!r}" for k, v in kv.items()) for n, kv in m["overrides"].items())]
           if m.get("overrides") else []),

@@ -176,6 +176,37 @@ def test_validate_set_values_are_checked_against_the_studys_range(capsys, vwork,
     assert not (vwork / "rep").exists()
 
 
+@pytest.mark.parametrize("setting, words", [
+    ("metastability.cases=[[8.0, 1.2, 90.0]]", ["metastability.cases", "m1 = 1.2", "(0, 1)"]),  # ZeroDivisionError / nan
+    ("metastability.cases=[[8.0, 0.0, 90.0]]", ["metastability.cases", "out of range"]),
+    ("metastability.cases=[[8.0, 0.5]]", ["metastability.cases", "triple"]),  # IndexError
+    ("metastability.cases=[8.0, 0.5, 90.0]", ["metastability.cases", "case 0 = 8.0", "triple"]),  # a flat list
+    ("metastability.cases=[[8.0, 0.5, 180.0]]", ["metastability.cases", "theta0 = 180", "never move"]),
+    ("metastability.cases=[[8.0, 0.5, 10.0]]", ["metastability.cases", "start merged"]),
+    ("metastability.cases=[[100.0, 0.5, 90.0]]", ["metastability.cases", "beta = 100"]),  # OverflowError
+    ("metastability.cost_case=3", ["metastability.cost_case", "index", "1 cases"]),
+    ("metastability.tol=1e-300", ["metastability.tol", "at least 1e-10"]),
+])
+def test_validate_metastability_cases_are_refused_before_the_report_folder(capsys, vwork, setting, words):
+    """Issue 37: each of these passed the range check, wrote a report folder, then failed with a Python exception name."""
+    line = refused(capsys, vwork, "validate", "--smoke", "--only", "metastability", "--out", "rep", "--set", setting)
+    for w in words:
+        assert w in line, line
+    assert not (vwork / "rep").exists()
+
+
+def test_every_studys_joint_rules_accept_its_defaults():
+    import importlib
+
+    from spherepde.studies import STUDIES
+
+    for name in STUDIES:
+        check = getattr(importlib.import_module(f"spherepde.studies.{name}"), "check_params", None)
+        if check is not None:
+            for size, params in importlib.import_module(f"spherepde.studies.{name}").SIZES.items():
+                assert check(params) is None, (name, size, check(params))
+
+
 def test_every_size_parameter_declares_its_range_and_the_defaults_fit():
     import importlib
 

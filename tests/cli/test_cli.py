@@ -346,3 +346,30 @@ def test_ctrl_c_then_resume_is_bit_for_bit(tmp_path):
         np.testing.assert_array_equal(a["X"], b["X"])
         np.testing.assert_array_equal(a["t"], b["t"])
     assert s["final"] == json.loads((ref.folder / "summary.json").read_text())["final"]
+
+
+# ------------------------------------------------------------------ issue 37: example lists from the shipped configs
+def test_the_guides_example_list_is_generated_from_the_shipped_configs():
+    from spherepde.cli.common import examples, examples_markdown
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "guide" / "configuration.md").read_text()
+    start = text.index("<!-- examples: generated from spherepde/runs/configs")
+    block = text[text.index("\n", start) + 1: text.index("<!-- end of the generated examples -->")]
+    assert block == examples_markdown(), "regenerate the list in docs/guide/configuration.md from spherepde.cli.common.examples_markdown()"
+    assert all(f"`{name}`" in block for name in examples()) and "`metastable-particles`" in block
+
+
+def test_list_examples_never_cuts_a_sentence(capsys):
+    from spherepde.cli.common import example_summary, examples
+
+    code, out, _ = cli(capsys, "config", "--list-examples")
+    assert code == 0
+    listed = {ln.split()[0]: ln.split(None, 1)[1] for ln in out.splitlines() if ln.strip()}
+    for name, text in examples().items():
+        summary = listed[name]
+        assert summary == example_summary(text) and summary.count("(") == summary.count(")"), summary
+        header = " ".join(ln.lstrip("#").strip() for ln in text.splitlines() if ln.startswith("#"))
+        rest = header[len(summary):].lstrip()
+        assert header.startswith(summary) and (not rest or rest[0].isupper()), (name, summary, rest[:40])
+    assert "merge one pair at a time" in listed["metastable-mesh"]  # the old first line stopped at "D = 10 I"
+    assert example_summary("# Title line\n# continued here (a, b. c). Next sentence.\n") == "Title line continued here (a, b. c)."

@@ -351,3 +351,66 @@ def test_load_config_errors_name_the_file(tmp_path):
         load_config(tmp_path)
     with pytest.raises(ConfigError, match="not found"):
         load_config(tmp_path / "none.toml")
+
+
+# ------------------------------------------------------------------ issue 37: refusals before work
+VMF2 = ["--set", "initial.kind=vmf", "--set", "initial.means=[[0, 0, 1], [1, 0, 0]]"]
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("extra", [[], PARTICLES])
+def test_vmf_mean_that_cannot_be_normalised_is_refused(capsys, workdir, extra):
+    # its squared length overflowed: the bump was silently dropped (mesh: no mass; tokens: resultant 0.02)
+    line = refused(capsys, workdir, *TINY, *extra, "--set", "initial.kind=vmf", "--set", "initial.means=[[1e300, 1e300, 0]]")
+    assert "initial.means" in line and "overflows" in line
+    line = refused(capsys, workdir, *TINY, *extra, "--set", "initial.kind=vmf", "--set", "initial.means=[[1e-300, 0, 0]]")
+    assert "initial.means" in line and "underflows" in line
+    default_config().with_overrides({"initial.kind": "vmf", "initial.means": [[1e150, 1e150, 0]]})  # large but normalisable
+
+
+def test_point_masses_in_a_token_run_are_refused(capsys, workdir):
+    line = refused(capsys, workdir, *TINY, *PARTICLES, "--set", "solver.atoms=true")
+    assert "solver.atoms" in line and "remove" in line
+
+
+def test_vmf_weights_must_sum_to_one(capsys, workdir):
+    for extra in ([], PARTICLES):
+        line = refused(capsys, workdir, *TINY, *extra, "--set", "initial.kind=vmf", "--set",
+                       "initial.means=[[0, 0, 1], [1, 0, 0], [0, 1, 0]]", "--set", "initial.weights=[0.5, 0.3, 0.3]")
+        assert "initial.weights" in line and "sum to 1.1" in line
+    # decimal weights that sum to 1 up to round-off (the shipped metastable start) are accepted
+    default_config().with_overrides({"initial.kind": "vmf", "initial.means": [[0, 0, 1]] * 5, "initial.weights": [0.3, 0.15, 0.2, 0.2, 0.15]})
+
+
+def test_tokens_drawn_for_a_mesh_start_count_in_the_memory_estimate(capsys, workdir, monkeypatch):
+    monkeypatch.setenv("SPHEREPDE_MAX_MEMORY", "1G")
+    line = refused(capsys, workdir, *TINY, "--set", "initial.kind=vmf", "--set", "initial.sample=true", "--set", "initial.n=10000000")
+    assert "initial.n" in line and "10000000" in line and "GiB" in line
+    monkeypatch.setenv("SPHEREPDE_MAX_MEMORY", "64G")
+    cfg = default_config().with_overrides({"initial.kind": "vmf", "initial.sample": True, "initial.n": 10**7})
+    need = dict((key, b) for b, key, _, _ in estimate_memory(cfg))["initial.n"]
+    assert need >= 3.7e9  # what such a start was measured to take (issue 37)
+
+
+@pytest.mark.timeout(120)
+def test_euler_weights_that_make_the_token_step_vanish_are_refused_before_work(capsys, workdir):
+    # 10 Euler steps with kappa dt = 1e4 grow the path by ~1e40, under the overflow check: the
+    # token step became weights.dt / 1.9e39 and the run crawled at t ~ 1e-37 until killed
+    line = refused(capsys, workdir, "--set", "run.solver=particles", "--set", "initial.n=50", "--set", "solver.T=0.1",
+                   "--set", "weights.kappa=1e6", "--set", "output.vtk=false")
+    assert "weights.kappa" in line and "steps" in line and "exact" in line
+
+
+@pytest.mark.timeout(300)
+def test_an_implicit_run_with_a_tiny_tolerance_meets_the_step_budget(capsys, workdir):
+    from spherepde.runs.runner import MIN_STEPS_CHECKED, STEP_GROWTH
+
+    code = main(["run", *TINY, "--set", "solver.T=0.1", "--set", "solver.integrator=implicit", "--set", "solver.tol=1e-12"])
+    _, err = capsys.readouterr()
+    assert code == 1, err
+    line = err.strip().splitlines()[-1]
+    assert len(err.strip().splitlines()) == 1 and "time step collapsed" in line and "solver.tol" in line
+    assert f"{STEP_GROWTH:g} x an explicit scheme's" in line
+    log = next(workdir.glob("runs/*/run.log")).read_text()
+    assert "step budget: an explicit scheme would take about" in log
+    assert f"step {MIN_STEPS_CHECKED}" in line or "step 1" in line  # stopped at the first check, not after crawling

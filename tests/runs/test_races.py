@@ -281,6 +281,61 @@ def test_double_ctrl_c_during_a_run_exits_130_with_one_line(tmp_path):
     assert not (folder / runner.LOCK_FILE).exists()
 
 
+#: Offsets (s) of the second Ctrl-C after the first: a double key press (under REPEAT_S = 1 s,
+#: the same request), around REPEAT_S, and after it (a second request while the run stops or exits).
+SECOND_CTRL_C = (0.0, 0.002, 0.01, 0.03, 0.1, 0.25, 0.5, 0.8, 0.95, 1.0, 1.05, 1.2, 1.5)
+
+
+@contextlib.contextmanager
+def busy_processes(n: int = 2):
+    """``n`` processes spinning on a CPU (the load under which the race was seen), ended by their pids."""
+    procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
+    try:
+        yield
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+
+
+def _double_ctrl_c(folder: Path, offset: float) -> tuple[int, str]:
+    """Start a long run, wait until it has written records, SIGINT, SIGINT again ``offset`` s later."""
+    proc = subprocess.Popen([sys.executable, "-m", "spherepde", "run", *LONG, "--out", str(folder), "-q"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not ((folder / "diagnostics.csv").is_file() and len(csv_rows(folder / "diagnostics.csv")) >= 3):
+            assert proc.poll() is None and time.monotonic() < deadline, "the run did not start"
+            time.sleep(0.01)
+        proc.send_signal(signal.SIGINT)
+        time.sleep(offset)
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return proc.returncode, err
+
+
+@pytest.mark.slow  # 13 runs started under load: minutes
+@pytest.mark.timeout(900)
+def test_a_second_ctrl_c_at_any_offset_never_claims_nothing_was_written(tmp_path):
+    """Issue 37: under load, the second Ctrl-C at any moment after the first (which wrote a
+    checkpoint) says how to resume, never that nothing was written or that there is nothing to resume."""
+    with busy_processes():
+        for i, offset in enumerate(SECOND_CTRL_C):
+            folder = tmp_path / f"r{i}"
+            code, err = _double_ctrl_c(folder, offset)
+            assert code == 130, (offset, err)
+            assert "nothing" not in err and "Traceback" not in err, (offset, err)
+            lines = err.strip().splitlines()
+            assert lines and all(f"spherepde resume {folder}" in ln for ln in lines), (offset, err)
+            assert json.loads((folder / "summary.json").read_text())["status"] == "interrupted", offset
+            assert (folder / "checkpoint.npz").is_file() and not (folder / runner.LOCK_FILE).exists(), offset
+
+
 # ============================================================================= sweeps
 SWEEP_BASE = """
 [run]

@@ -335,7 +335,7 @@ def test_report_counts_checks_and_claims_apart(tmp_path, monkeypatch, capsys):
 
     _fake_study(monkeypatch, "fake_claims", run)
     out = tmp_path / "r"
-    assert main(["validate", "--smoke", "--only", "fake_claims", "--out", str(out)]) == 0  # failed checks: still exit 0
+    assert main(["validate", "--smoke", "--only", "fake_claims", "--out", str(out)]) == 3  # a failed solver check: exit 3 (issue 37)
     rep = json.loads((out / "report.json").read_text())
     assert rep["counts"] == {"checks_passed": 2, "checks_total": 3, "claims_reproduced": 1, "claims_total": 2}
     assert rep["failed_checks"] == [["fake_claims", "rate rel. error"]]
@@ -379,3 +379,64 @@ def test_failed_precondition_is_an_error_not_a_check(tmp_path, monkeypatch, caps
     err = capsys.readouterr().err
     assert "studies with errors: fake_nan" in err
     assert "spherepde: error: fake_nan: precondition failed: fake: G^2 curves: 1 of 2 values are not finite\n" in err and "Traceback" not in err
+
+
+# ------------------------------------------------------------------ issue 37: exit status, duration, partial report
+def test_validate_exits_3_when_a_real_solver_check_fails(tmp_path, capsys, wrong_sign_flux):
+    from spherepde.cli.main import main
+    from spherepde.cli.validate import CHECK_FAILED
+
+    out = tmp_path / "r"
+    assert main(["validate", "--smoke", "--only", "analytic", "--out", str(out), "-q"]) == CHECK_FAILED == 3
+    rep = json.loads((out / "report.json").read_text())
+    assert rep["failed_checks"] and not rep["errors"]
+
+
+def test_validate_claims_not_reproduced_stay_exit_0(tmp_path, monkeypatch, capsys):
+    from spherepde.cli.main import main
+    from spherepde.studies.common import paper_claim, solver_check
+
+    def run(size, **kw):
+        return {"summary": "fake", "checks": {"ok": solver_check(1.0, lo=0.5, hi=1.5)},
+                "claims": {"b = -1": paper_claim(-0.5, [-0.6, -0.4], -1.0, statement="not reproduced")}}
+
+    _fake_study(monkeypatch, "fake_finding", run)
+    assert main(["validate", "--smoke", "--only", "fake_finding", "--out", str(tmp_path / "r"), "-q"]) == 0
+
+
+def test_validate_prints_its_estimated_duration_first(tmp_path, capsys):
+    from spherepde.cli.main import main
+    from spherepde.studies import SIZES, STUDIES
+    from spherepde.studies.report import ESTIMATED_WALL_S, estimated_wall_s
+
+    assert set(ESTIMATED_WALL_S) == set(STUDIES) and all(set(v) == set(SIZES) for v in ESTIMATED_WALL_S.values())
+    quick = estimated_wall_s("quick", STUDIES)
+    assert 15 * 60 <= quick <= 30 * 60  # the issue measured about 21 min for validate --quick on an idle machine
+    main(["validate", "--smoke", "--only", "analytic", "--out", str(tmp_path / "r")])
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith("validate (smoke): 1 studies, estimated ") and "an estimate" in err[0], err[0]
+    assert f"estimated {ESTIMATED_WALL_S['analytic']['smoke']:.0f} s" in err[0]
+
+
+def test_ctrl_c_during_validate_writes_a_partial_report_of_the_finished_studies(tmp_path, monkeypatch, capsys):
+    from spherepde.cli.main import main
+    from spherepde.studies.common import solver_check
+
+    _fake_study(monkeypatch, "fake_first", lambda size, **kw: {"summary": "first", "checks": {"ok": solver_check(1.0, lo=0.5, hi=1.5)}})
+
+    def interrupted(size, **kw):
+        raise KeyboardInterrupt
+
+    _fake_study(monkeypatch, "fake_second", interrupted)
+    _fake_study(monkeypatch, "fake_third", lambda size, **kw: {"summary": "third"})
+    out = tmp_path / "r"
+    code = main(["validate", "--smoke", "--only", "fake_first", "fake_second", "fake_third", "--out", str(out), "-q"])
+    err = capsys.readouterr().err
+    assert code == 130
+    line = [x for x in err.splitlines() if x.startswith("spherepde: error:")]
+    assert len(line) == 1 and "interrupted during fake_second" in line[0] and "1 studies that finished" in line[0], err
+    rep = json.loads((out / "report.json").read_text())
+    assert list(rep["studies"]) == ["fake_first"] and rep["counts"]["checks_passed"] == 1
+    assert rep["meta"]["interrupted"] == {"during": "fake_second", "not_run": ["fake_second", "fake_third"]}
+    md = (out / "report.md").read_text()
+    assert "**interrupted** (Ctrl-C) during fake_second" in md and "not run: fake_second, fake_third" in md
