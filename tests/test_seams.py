@@ -98,3 +98,13 @@ def test_run_folder_file_names_are_spelled_once():
         hits = [f"{p.relative_to(PKG)}:{i}" for p in sorted(PKG.rglob("*.py")) for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
                 if f'"{name}"' in line or f"'{name}'" in line]
         assert len(hits) == 1 and hits[0].startswith("runs/runfolder.py"), (name, hits)
+
+
+def test_functions_are_short_and_the_mesh_solver_stays_split():
+    """No function of the package is longer than 100 lines, and solvers/mesh.py (state, record, advance;
+    steppers and point masses live in their own modules) stays below 400 lines."""
+    long = [f"{p.relative_to(PKG)}:{node.lineno} {node.name} ({node.end_lineno - node.lineno + 1} lines)"
+            for p in sorted(PKG.rglob("*.py")) for node in ast.walk(ast.parse(p.read_text(encoding="utf-8")))
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno + 1 > 100]
+    assert not long, long
+    assert len((PKG / "solvers" / "mesh.py").read_text(encoding="utf-8").splitlines()) < 400

@@ -65,9 +65,12 @@ def check_point_masses(x, m) -> str | None:
     return None
 
 
-def initial_point_masses(x, m) -> tuple[np.ndarray, np.ndarray]:
+def initial_point_masses(x, m, *, atoms: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """Initial point masses (positions (k, 3), masses (k,)) checked by :func:`check_point_masses`
-    (ValueError naming the problem), positions renormalised onto the sphere."""
+    (ValueError naming the problem), positions renormalised onto the sphere; ``atoms``: the solver
+    carries point masses (else any are refused)."""
+    if not atoms:
+        raise ValueError("initial point masses need atoms = True (the solver carries point masses only then)")
     x = np.array(x, dtype=np.float64).reshape(-1, 3) if np.size(x) else np.zeros((0, 3))
     m = np.array(m, dtype=np.float64).reshape(-1)
     problem = check_point_masses(x, m)

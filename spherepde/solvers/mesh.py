@@ -162,9 +162,7 @@ class MeshSolver:
         #: implicit integrator: the step proposed for the next step (NaN: not yet chosen)
         self.h_next = float("nan")
         if point_masses is not None:
-            if not self.atoms:
-                raise ValueError("initial point masses need atoms = True (the solver carries point masses only then)")
-            self.points.x, self.points.m = initial_point_masses(*point_masses)
+            self.points.x, self.points.m = initial_point_masses(*point_masses, atoms=self.atoms)
         self.rho = initial_density(rho0, self.geom.areas, float(np.sum(self.points.m)))
         self.t, self.step_count, self.dt_last = 0.0, 0, 0.0
         #: floor on the time step: a step below it raises SolverError (0: no floor)
@@ -318,23 +316,21 @@ class MeshSolver:
         written before it was kept (:meth:`~spherepde.model.energy.EnergyBalance.unknown_columns`)."""
         return self.balance.unknown_columns()
 
-    def step_hint(self) -> float | None:
-        """The adaptive explicit step of the current state, at most the weight grid step; None for a
-        fixed ``dt`` or a stepper not limited by the CFL bound (its steps follow the local error)."""
-        if self.dt is not None or not self.stepper.cfl_limited:
-            return None
-        h = min(float(self.cfl_step()), float(self.path.dt))
-        return h if h > 0 and math.isfinite(h) else None
-
-    def reference_step(self) -> float | None:
-        """For a stepper whose steps follow the local error (not CFL-limited, adaptive): the explicit
-        step cfl * (CFL bound) of the current state, at most the weight grid step -- the yardstick of
-        its step budget (an error-controlled run far slower than an explicit one is stopped); None
-        otherwise (a fixed ``dt``, or a CFL-limited stepper, whose :meth:`step_hint` is the estimate)."""
-        if self.dt is not None or self.stepper.cfl_limited:
-            return None
+    def _explicit_step(self) -> float | None:
+        """cfl * (CFL bound) of the current state, at most the weight grid step (None if not positive)."""
         h = min(float(self.cfl * self._current().bound), float(self.path.dt))
         return h if h > 0 and math.isfinite(h) else None
+
+    def step_hint(self) -> float | None:
+        """The adaptive explicit step of the current state; None for a fixed ``dt`` or a stepper not
+        limited by the CFL bound (its steps follow the local error)."""
+        return self._explicit_step() if self.dt is None and self.stepper.cfl_limited else None
+
+    def reference_step(self) -> float | None:
+        """For an adaptive stepper whose steps follow the local error: the explicit step of the current
+        state, the yardstick of its step budget (an error-controlled run far slower than an explicit one
+        is stopped); None otherwise (a fixed ``dt``, or a CFL-limited stepper: see :meth:`step_hint`)."""
+        return self._explicit_step() if self.dt is None and not self.stepper.cfl_limited else None
 
     def last_step(self) -> float:
         return float(self.dt_last)
