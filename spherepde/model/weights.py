@@ -112,6 +112,13 @@ class WeightProcess:
         :class:`spherepde._base.ConfigError` naming the key; ``cfg`` is duck-typed (sections
         ``weights``, ``model``, ``solver``). The config check calls it; default: no rule."""
 
+    @classmethod
+    def relaxation(cls, section) -> tuple[float, str] | None:
+        """(rate r, the config key that sets it) of the relaxation dD = r (M - D) dt + ... where the
+        process has one: Euler--Maruyama multiplies deviations by (1 - r dt) per step and grows for
+        r dt > 2. None (the default): no relaxation."""
+        return None
+
     def stepper(self, scheme: str) -> Callable:
         """The step (D_k, f_k, t_k, dt, rng) -> (D_{k+1}, dM_k or None) of ``scheme``."""
         if scheme == "exact":
@@ -210,6 +217,10 @@ class OUProcess(WeightProcess):
         if not at_rest:
             _check_euler_growth(cfg, w.kappa, "weights.kappa", lambda: f"kappa * weights.dt = {w.kappa * w.dt:g}")
 
+    @classmethod
+    def relaxation(cls, section) -> tuple[float, str]:
+        return float(section.kappa), "weights.kappa"
+
     def mean_matrix(self, d: int) -> np.ndarray:
         M = np.asarray(self.mean, dtype=float)
         if M.ndim == 0:
@@ -268,6 +279,10 @@ class OscillatingProcess(WeightProcess):
         if w.phase and cfg.model.d < 2:
             raise ConfigError("weights.process: oscillating weights need d >= 2")
         _check_euler_growth(cfg, 1.0, "weights.dt", lambda: f"weights.dt = {w.dt:g}")
+
+    @classmethod
+    def relaxation(cls, section) -> tuple[float, str]:
+        return 1.0, "weights.dt"
 
     def drift(self, D: np.ndarray, t: float) -> np.ndarray:
         H, d, _ = D.shape

@@ -52,7 +52,7 @@ import numpy as np
 
 from spherepde._base import __version__, atomic_write_text, one_line
 from spherepde.model.columns import undefined_without_energy
-from spherepde.model.weights import WeightPath, process_from_config
+from spherepde.model.weights import PROCESSES, WeightPath, process_from_config
 from spherepde.runs import interrupt as _interrupt
 from spherepde.runs.config import Config, config_to_toml
 from spherepde.runs.progress import ProgressBar
@@ -308,10 +308,11 @@ def _refuse_step_count(cfg: Config, steps: float, why: str) -> None:
     if not steps > MAX_STEPS:
         return
     w = cfg.weights
-    grows = w.scheme == "euler" and w.process == "ou" and w.kappa * w.dt > 2
-    fix = (f"weights.kappa * weights.dt = {w.kappa * w.dt:g} > 2 makes the Euler-Maruyama weight path grow; use weights.scheme = 'exact' "
-           "or a weights.dt below 2 / weights.kappa" if grows else "use smaller weights (weights.beta, weights.mean, weights.sigma) or a shorter solver.T")
-    raise ConfigError(f"{'weights.kappa' if grows else 'solver.T'}: reaching T = {cfg.solver.T:g} with {why} takes about {steps:.3g} steps, "
+    relax = PROCESSES.get(w.process).relaxation(w) if w.scheme == "euler" else None
+    grows = relax is not None and relax[0] * w.dt > 2
+    fix = (f"rate * weights.dt = {relax[0] * w.dt:g} > 2 ({relax[1]}) makes the Euler-Maruyama weight path grow; use weights.scheme = 'exact' "
+           "or a smaller weights.dt" if grows else "use smaller weights (weights.beta, weights.mean, weights.sigma) or a shorter solver.T")
+    raise ConfigError(f"{relax[1] if grows else 'solver.T'}: reaching T = {cfg.solver.T:g} with {why} takes about {steps:.3g} steps, "
                       f"more than the limit of {MAX_STEPS:.3g}; {fix}")
 
 
