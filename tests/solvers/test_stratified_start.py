@@ -123,3 +123,34 @@ def test_config_builds_the_weighted_start_and_refuses_what_it_cannot_place():
                          ({"initial__n": 3}, "initial.n >= 5")):
         with pytest.raises(ConfigError, match=needle):
             _cfg(**over)
+
+
+def _merge_times(beta: float, n: int, level: int) -> tuple[float, float, float]:
+    """Two equal kappa = 200 clusters at 90 degrees under D = beta I: the times to mean resultant
+    0.95 of the two-point ODE, of the mesh (implicit, point masses) and of n stratified tokens."""
+    from spherepde.geometry import densities
+    from spherepde.geometry.meshfiles import icosphere
+    from spherepde.solvers.mesh import MeshSolver
+    from spherepde.solvers.particles import ParticleSolver
+    from spherepde.studies.common import frozen_beta_path
+    from spherepde.studies.metastability import merge_time_ode, time_to_resultant
+
+    means, theta = [[0.0, 0.0, 1.0], [1.0, 0.0, 0.0]], math.pi / 2
+    t_ode = merge_time_ode(beta, 0.5, 0.5, theta)
+    T = round(1.3 * t_ode) + 1.0
+    path = frozen_beta_path(beta, 1.0, T, 0.01)
+    X, w = stratified_tokens(n, means, [200.0, 200.0], [0.5, 0.5])
+    t_tok, _ = time_to_resultant(ParticleSolver(X, path, integrator="heun", weights=w), T, 0.1)
+    mesh = icosphere(level)
+    ms = MeshSolver(mesh, densities.vmf_mixture(mesh, np.array(means), [200.0, 200.0], [0.5, 0.5]), path, order=1, integrator="implicit",
+                    tol=1e-3, atoms=True)
+    t_mesh, _ = time_to_resultant(ms, T, 0.1)
+    return t_ode, t_mesh, t_tok
+
+
+def test_stratified_tokens_and_mesh_merge_together():
+    """The cheap twin check: beta = 8, 100 stratified tokens and mesh level 8 merge within 2 % of
+    each other and of the two-point ODE (a random draw of 100 tokens is off by 14 %)."""
+    t_ode, t_mesh, t_tok = _merge_times(8.0, 100, 8)
+    assert abs(t_tok / t_mesh - 1) < 0.02
+    assert abs(t_tok / t_ode - 1) < 0.02 and abs(t_mesh / t_ode - 1) < 0.02
