@@ -420,6 +420,13 @@ def _step_estimate(solver, cfg: Config, t: float = 0.0) -> int | None:
     return int(math.ceil(max(cfg.solver.T - t, 0.0) / pdt - 1e-9)) * int(math.ceil(pdt / h - 1e-9))
 
 
+def _fixed_steps(cfg: Config, solver) -> str:
+    """The start line's step count of a token run (fixed steps: T / dt of them); '' otherwise."""
+    if cfg.run.solver != "particles":
+        return ""
+    return f", {int(math.ceil(cfg.solver.T / solver.dt - 1e-9))} steps of dt = {solver.dt:.3g} (progress below at each quarter of T)"
+
+
 class _StepBudget:
     """Stops a run whose adaptive time step collapsed (projected steps >> estimate, or > MAX_STEPS)."""
 
@@ -637,7 +644,7 @@ def _execute(cfg: Config, rf: RunFolder, solver, path: WeightPath, mesh, *, lock
                     _write_summary(rf, cfg, "running", 0.0)
                     log.info("run %s: solver %s, H = %d, T = %g%s", folder, cfg.run.solver, cfg.model.H, cfg.solver.T,
                              f", about {estimate} steps at the initial state's step (dt = {solver.step_hint():.3g}; "
-                             "more where the density steepens, updated below as the run goes)" if estimate else "")
+                             "more where the density steepens, updated below as the run goes)" if estimate else _fixed_steps(cfg, solver))
                     for note in solver.notes():
                         log.info("%s", note)
                     if cfg.output.vtk and cfg.run.solver != "mesh" and cfg.model.d > 3:
