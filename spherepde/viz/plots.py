@@ -191,8 +191,9 @@ PANELS = {
 }
 
 #: What the count of clusters is, and what it is not (the clusters figure's title).
-CLUSTER_COUNT_TITLE = ("Clusters (single linkage at chordal 0.1, groups with >= 1 % of the mass) and energy;\n"
-                       "a count going back and forth (shaded) is two groups at the linkage distance, not merges")
+CLUSTER_COUNT_TITLE = ("Clusters and energy; count: groups by single linkage\n"
+                       "at chordal 0.1 with >= 1 % of the mass. A count going back\n"
+                       "and forth (shaded): two groups at that distance, not merges")
 
 _TITLES = {"energy": "Energy", "G2": "Dissipation", "edi": "Energy-dissipation identity: residuals", "mean_resultant": "Mean resultant length",
            "clusters": CLUSTER_COUNT_TITLE}
