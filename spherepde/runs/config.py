@@ -101,6 +101,7 @@ class InitialSection:
     m: int = _f(0, "harmonic: order m (-l <= m <= l)")
     eps: float = _f(0.1, "harmonic: amplitude eps of uniform * (1 + eps Y_lm)")
     file: str = _f("", "kind = 'file': .npy tokens (n, d) or cell densities (n_cells,)")
+    placement: str = _f("random", "tokens of kind 'vmf' / 'uniform' (d = 3): 'random' draws them (initial.seed); 'stratified' places them deterministically, n p_j per bump (token weights p_j / n_j where n p_j is not whole) by the inverse CDF of the polar angle at stratified points and a golden-angle azimuth -- mesh and tokens then start from the same measure up to quadrature", choices=("random", "stratified"))
     sample: bool = _f(False, "mesh: start from the histogram of the initial.n tokens (initial.seed) a particle run with this section draws -- the same finite sample, so both levels start alike")
     noise: float = _f(0.0, "mesh: multiply the density by 1 + noise * (a random field of spherical harmonics of degree 1..8, max |field| = 1, seeded by initial.seed); 0: none", min=0.0, max=0.99)
     run: str = _f("", "kind = 'run': the run folder to start from (its density or tokens at the snapshot nearest 'time')")
@@ -375,6 +376,22 @@ def _check_solver_options(cfg: Config) -> None:
         raise ConfigError(f"solver.{exc.option}: {exc}") from None
 
 
+def _check_placement(cfg: Config) -> None:
+    """initial.placement = 'stratified' needs tokens drawn from a vmf / uniform law on S^2."""
+    ini = cfg.initial
+    if ini.placement != "stratified":
+        return
+    if ini.kind not in ("vmf", "uniform"):
+        raise ConfigError(f"initial.placement: 'stratified' places tokens of kind 'vmf' or 'uniform', not {ini.kind!r}; use placement = 'random'")
+    if cfg.model.d != 3:
+        raise ConfigError(f"initial.placement: 'stratified' places tokens on S^2 (model.d = 3), this run has model.d = {cfg.model.d}; use placement = 'random'")
+    if cfg.run.solver == "both" or (cfg.run.solver == "mesh" and not ini.sample):
+        raise ConfigError("initial.placement: only token starts are placed (run.solver = 'particles', or a mesh run with initial.sample = true); remove it")
+    n_bumps = len([x for x in (ini.weights or [1.0] * len(ini.means)) if float(x) > 0]) if ini.kind == "vmf" else 1
+    if ini.n < n_bumps:
+        raise ConfigError(f"initial.n: {ini.n} tokens cannot place {n_bumps} bumps of positive weight; use initial.n >= {n_bumps}")
+
+
 def _check_consistency(cfg: Config, base_dir: Path | None) -> None:
     solver, model, w, ini, out = cfg.run.solver, cfg.model, cfg.weights, cfg.initial, cfg.output
     _check_run_name(cfg.run.name)
@@ -429,6 +446,7 @@ def _check_consistency(cfg: Config, base_dir: Path | None) -> None:
                     f"initial.means: mean {i + 1} = {ini.means[i]!r} cannot be normalised in double precision (its squared length "
                     f"{'overflows' if square > 0 else 'underflows to 0'}); a vMF mean is a direction: give it with components of order 1, e.g. scaled by its largest entry"
                 )
+    _check_placement(cfg)
     check_resources(cfg)  # before the grid checks below, which need T / dt to be a sane number
     process = PROCESSES.get(w.process)
     process.check_config(cfg)  # the process's own rules (e.g. the Euler-Maruyama path must stay finite)

@@ -78,7 +78,7 @@ from spherepde.solvers.protocol import advance_through
 
 log = logging.getLogger(__name__)
 
-__all__ = ["MARKER", "LOCK_FILE", "RunExistsError", "RunLockedError", "RunFolderError", "DT_FLOOR", "STEP_GROWTH", "MAX_STEPS", "MIN_STEPS_CHECKED", "MASS_TOL", "checkpoint_check", "RunFailedError", "RunAborted", "NonFiniteDiagnostic", "StepBudgetError", "Interrupted", "RunResult", "build_weight_path", "build_mesh", "build_initial_density", "build_initial_state", "build_initial_tokens", "build_solver", "default_run_name", "run", "EXTEND_KEYS", "resume"]
+__all__ = ["MARKER", "LOCK_FILE", "RunExistsError", "RunLockedError", "RunFolderError", "DT_FLOOR", "STEP_GROWTH", "MAX_STEPS", "MIN_STEPS_CHECKED", "MASS_TOL", "checkpoint_check", "RunFailedError", "RunAborted", "NonFiniteDiagnostic", "StepBudgetError", "Interrupted", "RunResult", "build_weight_path", "build_mesh", "build_initial_density", "build_initial_state", "build_initial_tokens", "build_token_start", "build_solver", "default_run_name", "run", "EXTEND_KEYS", "resume"]
 
 
 #: Floor on the mesh solver's time step, relative to T: a smaller step fails the run.
@@ -206,7 +206,7 @@ def build_initial_density(cfg: Config, mesh):
 
     ini = cfg.initial
     if ini.sample:
-        rho = densities.from_particles(mesh, build_initial_tokens(cfg.with_overrides({"initial.sample": False, "initial.noise": 0.0})))
+        rho = densities.from_particles(mesh, *build_token_start(cfg))
     else:
         rho = _kind_density(cfg, mesh)
     if ini.noise > 0:
@@ -267,7 +267,14 @@ def _say_branch(bp) -> None:
 
 
 def build_initial_tokens(cfg: Config):
-    from spherepde.solvers.particles import initial_tokens
+    """The initial tokens (n, d) of ``cfg`` (:func:`build_token_start` without the weights)."""
+    return build_token_start(cfg)[0]
+
+
+def build_token_start(cfg: Config):
+    """The initial tokens (n, d) of ``cfg`` and their weights, (n,) or None for equal weights 1/n
+    (a stratified vmf start whose counts n p_j are not whole carries weights p_j / n_j)."""
+    from spherepde.solvers.particles import initial_tokens, stratified_tokens
 
     ini = cfg.initial
     if ini.kind == "run":
@@ -278,13 +285,15 @@ def build_initial_tokens(cfg: Config):
             raise ValueError(f"initial.run: {ini.run} has tokens in d = {X.shape[1]}, this run has model.d = {cfg.model.d}")
         if np.all(np.isfinite(X)):  # else the solver refuses it, in one line
             _say_branch(bp)
-        return X
+        return X, None
     kappas = np.broadcast_to(np.asarray(ini.kappas, float), (len(ini.means),)) if ini.kind == "vmf" else None
+    if ini.placement == "stratified" and ini.kind == "vmf":
+        return stratified_tokens(ini.n, ini.means, kappas, ini.weights or None)
     with _FileContext("initial.file", ini.file, ini.kind == "file"):
         return initial_tokens(
             ini.kind, ini.n, cfg.model.d, seed=ini.seed, sigma=ini.sigma, means=ini.means if ini.kind == "vmf" else None,
-            kappas=kappas, weights=ini.weights or None, file=ini.file or None,
-        )
+            kappas=kappas, weights=ini.weights or None, file=ini.file or None, placement=ini.placement,
+        ), None
 
 
 def _particle_step(cfg: Config, path: WeightPath) -> float | None:
@@ -323,7 +332,8 @@ def build_solver(cfg: Config, path: WeightPath, *, mesh=None):
     if cfg.run.solver == "particles":
         from spherepde.solvers.particles import ParticleSolver
 
-        return ParticleSolver(build_initial_tokens(cfg), path, dt=_particle_step(cfg, path), integrator=cfg.integrator)
+        X0, w0 = build_token_start(cfg)
+        return ParticleSolver(X0, path, dt=_particle_step(cfg, path), integrator=cfg.integrator, weights=w0)
     from spherepde.solvers.mesh import MeshSolver
 
     mesh = mesh if mesh is not None else build_mesh(cfg)
@@ -455,12 +465,18 @@ def _step_estimate(solver, cfg: Config, t: float = 0.0) -> int | None:
 def _reference_estimate(solver, cfg: Config) -> int | None:
     """Steps an explicit scheme would take from the current state to T, for a solver whose steps
     follow a local error (``solver.reference_step()``, e.g. the implicit stepper); None otherwise."""
-    ref = getattr(solver, "reference_step", None)
-    h = ref() if ref is not None else None
+    h = solver.reference_step()
     if h is None:
         return None
     pdt = float(solver.path.dt)
     return int(math.ceil(max(cfg.solver.T - solver.t, 0.0) / pdt - 1e-9)) * int(math.ceil(pdt / h - 1e-9))
+
+
+def _fixed_steps(cfg: Config, solver) -> str:
+    """The start line's step count of a token run (fixed steps: T / dt of them); '' otherwise."""
+    if cfg.run.solver != "particles":
+        return ""
+    return f", {int(math.ceil(cfg.solver.T / solver.dt - 1e-9))} steps of dt = {solver.dt:.3g} (progress below at each quarter of T)"
 
 
 class _StepBudget:
@@ -566,12 +582,30 @@ class _AfterRecord:
         self.n_records = _n_records(cfg)
         self.snap_every = int(round(cfg.output.snapshot_dt / cfg.output.record_dt))
         self.last_ckpt_wall = time.monotonic()
-        self.quarter = 1 + int(4 * start_record / self.n_records)  # run.log updates the step estimate at each quarter of T
+        self.quarter = 1 + int(4 * start_record / self.n_records)  # run.log notes the progress at each quarter of T
+        self.start_t, self.session0 = _record_time(cfg, start_record), time.monotonic()  # this session's rate sets the time to go
 
     def meta(self, r: int, **extra) -> dict:
         """The checkpoint's metadata at record ``r``."""
         return {"record": r, "t": _record_time(self.cfg, r), "step": self.solver.step_count, "wall": time.monotonic() - self.wall0,
                 "step_estimate": self.budget.estimate, **extra}
+
+    def _log_progress(self, t_r: float) -> None:
+        """run.log's line at a quarter of T: steps so far and, for adaptive explicit steps, the
+        estimate at the current step; otherwise (fixed or error-controlled steps) the last step
+        and the wall time so far and to go at the mean rate of the run so far."""
+        solver, cfg = self.solver, self.cfg
+        left = _step_estimate(solver, cfg, t_r) if self.budget.estimate is not None else None
+        if left is not None:
+            log.info("t = %g: %d steps so far, about %d in all at the current step (dt = %.3g)",
+                     t_r, solver.step_count, solver.step_count + left, solver.step_hint())
+            return
+        now = time.monotonic()
+        wall, t0 = now - self.wall0, self.start_t
+        to_go = (now - self.session0) / (t_r - t0) * (cfg.solver.T - t_r) if t_r > t0 else float("nan")
+        projected = f", about {solver.step_count / t_r * cfg.solver.T:.0f} steps in all at this rate" if self.budget.reference and t_r > 0 else ""
+        log.info("t = %g: %d steps so far (dt = %.3g)%s, %.0f s of wall time, about %.0f s to go at this rate",
+                 t_r, solver.step_count, solver.last_step(), projected, wall, to_go)
 
     def record(self, r: int, t_r: float, row: dict, guard) -> None:
         """After the row of record ``r`` at ``t_r``; ``guard.flag``: Ctrl-C / SIGTERM seen (checkpoint now)."""
@@ -579,15 +613,9 @@ class _AfterRecord:
         if r % snap_every == 0 or r == n_records:
             self.rf.write_snapshot(r // snap_every if r % snap_every == 0 else (n_records + snap_every - 1) // snap_every, t_r, solver,
                                    self.mesh if cfg.output.vtk else None, tokens_vtk=cfg.output.vtk)
-        if self.budget.estimate is not None and 0 < r < n_records and r >= self.quarter * n_records / 4:
+        if 0 < r < n_records and r >= self.quarter * n_records / 4:
             self.quarter = 1 + int(4 * r / n_records)
-            left = _step_estimate(solver, cfg, t_r)
-            if left is not None:
-                log.info("t = %g: %d steps so far, about %d in all at the current step (dt = %.3g)",
-                         t_r, solver.step_count, solver.step_count + left, solver.step_hint())
-            elif self.budget.reference and t_r > 0:
-                log.info("t = %g: %d steps so far, about %.0f in all at the running rate (last dt = %.3g)",
-                         t_r, solver.step_count, solver.step_count / t_r * cfg.solver.T, solver.last_step())
+            self._log_progress(t_r)
         dt_last = row.get("dt_last")
         self.bar.set(round(t_r, 10), f"step={solver.step_count}" + (f", dt={dt_last:.2e}" if dt_last else ""))
         due = (r > 0 and r % cfg.output.checkpoint_every == 0) or (time.monotonic() - self.last_ckpt_wall > 60 * cfg.output.checkpoint_minutes)
@@ -695,7 +723,7 @@ def _run_folder_session(cfg: Config, rf: RunFolder, solver, path: WeightPath, me
                     _write_summary(rf, cfg, "running", 0.0)
                     log.info("run %s: solver %s, H = %d, T = %g%s", folder, cfg.run.solver, cfg.model.H, cfg.solver.T,
                              f", about {estimate} steps at the initial state's step (dt = {solver.step_hint():.3g}; "
-                             "more where the density steepens, updated below as the run goes)" if estimate else "")
+                             "more where the density steepens, updated below as the run goes)" if estimate else _fixed_steps(cfg, solver))
                     for note in solver.notes():
                         log.info("%s", note)
                     if cfg.output.vtk and cfg.run.solver != "mesh" and cfg.model.d > 3:

@@ -37,7 +37,7 @@ from spherepde.model.velocity import head_fields, velocity_from_fields
 from spherepde.model.weights import WeightPath
 from spherepde.solvers.integrators import get_stepper
 
-__all__ = ["ParticleSolver", "initial_tokens", "sample_vmf", "speed_bound", "particle_step", "MAX_DISPLACEMENT"]
+__all__ = ["ParticleSolver", "initial_tokens", "sample_vmf", "stratified_vmf", "stratified_tokens", "vmf_counts", "GOLDEN_ANGLE", "speed_bound", "particle_step", "MAX_DISPLACEMENT"]
 
 log = logging.getLogger(__name__)
 
@@ -111,6 +111,68 @@ def sample_vmf(rng: np.random.Generator, mu: np.ndarray, kappa: float, n: int) -
     return out[:, None] * mu + np.sqrt(np.clip(1 - out**2, 0, None))[:, None] * v
 
 
+GOLDEN_ANGLE = math.pi * (3.0 - math.sqrt(5.0))  #: azimuth increment of the stratified placement (radians)
+
+
+def vmf_counts(n: int, p) -> np.ndarray:
+    """Tokens per mixture component, (k,) integers summing to n: floor(n p_j) plus one for the
+    largest remainders (Hamilton's rule), p normalised here; every component of positive weight
+    gets at least one token (ValueError when n is smaller than their number)."""
+    p = np.asarray(p, float)
+    p = p / p.sum()
+    if n < int(np.count_nonzero(p)):
+        raise ValueError(f"stratified tokens: n = {n} is fewer than the {np.count_nonzero(p)} components of positive weight; use initial.n >= {np.count_nonzero(p)}")
+    counts = np.floor(n * p + 1e-9).astype(int)
+    order = np.argsort(-(n * p - counts), kind="stable")
+    counts[order[: n - counts.sum()]] += 1
+    empty = (counts == 0) & (p > 0)
+    while np.any(empty):  # take a token from the largest count for each empty component
+        counts[np.argmax(counts)] -= 1
+        counts[np.argmax(empty)] += 1
+        empty = (counts == 0) & (p > 0)
+    return counts
+
+
+def stratified_vmf(mu, kappa: float, m: int) -> np.ndarray:
+    """m deterministic points of the von Mises--Fisher law on S^2 about ``mu``, (m, 3).
+
+    Polar coordinate w = x . mu by the inverse CDF at the midpoints u_i = (i + 1/2)/m,
+    F(w) = (e^{kappa w} - e^{-kappa}) / (e^{kappa} - e^{-kappa}) (w = 2u - 1 for kappa = 0);
+    azimuth i * GOLDEN_ANGLE about mu (for kappa = 0 the spherical Fibonacci lattice). Averages
+    of smooth functions converge like a quadrature rule, not like 1/sqrt(m)."""
+    mu = np.asarray(mu, float)
+    mu = mu / np.linalg.norm(mu)
+    if mu.size != 3:
+        raise ValueError(f"stratified vMF points are placed on S^2 (d = 3), got d = {mu.size}")
+    u = (np.arange(m) + 0.5) / m
+    if kappa > 0:
+        w = 1.0 + np.log1p(-(1.0 - u) * -np.expm1(-2.0 * kappa)) / kappa
+    else:
+        w = 2.0 * u - 1.0
+    w = np.clip(w, -1.0, 1.0)
+    e1 = np.cross(mu, np.eye(3)[int(np.argmin(np.abs(mu)))])
+    e1 /= np.linalg.norm(e1)
+    e2 = np.cross(mu, e1)
+    phi = GOLDEN_ANGLE * np.arange(m)
+    s = np.sqrt(1.0 - w**2)
+    return w[:, None] * mu + (s * np.cos(phi))[:, None] * e1 + (s * np.sin(phi))[:, None] * e2
+
+
+def stratified_tokens(n: int, means, kappas, weights=None) -> tuple[np.ndarray, np.ndarray | None]:
+    """A deterministic start on S^2 with the cluster masses of a vMF mixture exactly: tokens (n, 3)
+    (component by component, :func:`vmf_counts` of them, placed by :func:`stratified_vmf`) and
+    token weights (n,) p_j / n_j, or None when every count is n p_j (equal weights 1/n)."""
+    means = np.atleast_2d(np.asarray(means, float))
+    k = means.shape[0]
+    kappas = np.broadcast_to(np.asarray(kappas, float), (k,))
+    p = np.ones(k) / k if weights is None or len(weights) == 0 else np.asarray(weights, float)
+    p = p / p.sum()
+    counts = vmf_counts(n, p)
+    X = np.concatenate([stratified_vmf(means[j], float(kappas[j]), int(counts[j])) for j in range(k) if counts[j] > 0])
+    w = np.concatenate([np.full(c, p[j] / c) for j, c in enumerate(counts) if c > 0])
+    return X, (None if np.allclose(w, 1.0 / n, rtol=1e-12, atol=0.0) else w)
+
+
 def initial_tokens(
     kind: str,
     n: int,
@@ -122,6 +184,7 @@ def initial_tokens(
     kappas=None,
     weights=None,
     file=None,
+    placement: str = "random",
 ) -> np.ndarray:
     """Initial tokens, shape (n, d), on S^{d-1}; deterministic for a given seed.
 
@@ -132,6 +195,10 @@ def initial_tokens(
         Mises--Fisher clusters (``means`` (k, d), ``kappas`` (k,), mixture ``weights``).
         ``file``: an (n, d) array from an .npy file (rows are normalised; n is taken
         from the file).
+    placement
+        ``random`` (the draw above) or ``stratified`` (``vmf`` and ``uniform`` on S^2 only): the
+        deterministic :func:`stratified_tokens`, counts n p_j rounded (their token weights are
+        :func:`stratified_tokens`' second value, which the solver needs when n p_j is not whole).
     """
     if d < 2:
         raise ValueError(f"tokens need d >= 2, got d = {d}")
@@ -152,6 +219,14 @@ def initial_tokens(
         return X / norms[:, None]
     if n < 1:
         raise ValueError(f"need at least one token, got n = {n}")
+    if placement == "stratified":
+        if kind not in ("vmf", "uniform"):
+            raise ValueError(f"stratified placement is defined for kind 'vmf' and 'uniform', got {kind!r}")
+        if kind == "uniform":
+            return stratified_tokens(n, np.eye(d)[:1], [0.0])[0]
+        return stratified_tokens(n, means, kappas, weights)[0]
+    if placement != "random":
+        raise ValueError(f"unknown token placement {placement!r}; use 'random' or 'stratified'")
     if kind == "octahedral":
         idx = rng.integers(0, 2 * d, size=n)
         X = np.zeros((n, d))
@@ -283,6 +358,10 @@ class ParticleSolver:
 
     def step_hint(self) -> float | None:
         """None: token steps are fixed (``dt``)."""
+        return None
+
+    def reference_step(self) -> float | None:
+        """None: token steps are fixed, no step budget applies."""
         return None
 
     def last_step(self) -> float:

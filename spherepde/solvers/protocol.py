@@ -49,6 +49,11 @@ class Solver(Protocol):
         follow a local error estimate (no estimate can be made from the state)."""
         ...
 
+    def reference_step(self) -> float | None:
+        """For a solver whose steps follow a local error estimate: the explicit step of the current
+        state, the yardstick of its step budget; None otherwise."""
+        ...
+
     def last_step(self) -> float:
         """The size of the last step taken (0 before the first)."""
         ...

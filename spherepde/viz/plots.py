@@ -47,6 +47,8 @@ __all__ = [
     "DISTANCE_LABELS",
     "FORMATS",
     "PANELS",
+    "CLUSTER_COUNT_TITLE",
+    "flicker_spans",
     "Panel",
     "column_panel",
     "distance_label",
@@ -165,6 +167,7 @@ class Panel:
     log: bool | None = False  # None: log scale when every value is positive
     zero_line: bool = False
     floor: float = 0.0  # the y axis spans at least [0, floor]: smaller values are noise or round-off, not a signal
+    integer: bool = False  # a count: integer ticks only (also on its difference panel), spans where it flickers shaded
 
 
 #: Values at most this large (in units where the quantity is O(1)) are zero to round-off.
@@ -184,11 +187,54 @@ PANELS = {
     "G2": (column_panel("G2", log=None),),
     "edi": (column_panel("edi_paper", zero_line=True), column_panel("edi_exact", zero_line=True)),
     "mean_resultant": (column_panel("mean_resultant", floor=0.01),),
-    "clusters": (column_panel("n_clusters", floor=1.0), column_panel("energy")),
+    "clusters": (column_panel("n_clusters", floor=1.0, integer=True), column_panel("energy")),
 }
 
+#: What the count of clusters is, and what it is not (the clusters figure's title).
+CLUSTER_COUNT_TITLE = ("Clusters and energy; count: groups by single linkage\n"
+                       "at chordal 0.1 with >= 1 % of the mass. A count going back\n"
+                       "and forth (shaded): two groups at that distance, not merges")
+
 _TITLES = {"energy": "Energy", "G2": "Dissipation", "edi": "Energy-dissipation identity: residuals", "mean_resultant": "Mean resultant length",
-           "clusters": "Clusters and energy: plateaus and merges"}
+           "clusters": CLUSTER_COUNT_TITLE}
+
+#: Label of the shaded spans where a count flickers.
+FLICKER_LABEL = "count flickers: groups at the linkage distance"
+
+
+def flicker_spans(t, counts) -> list[tuple[float, float]]:
+    """Time spans where an integer count goes back and forth: maximal runs of consecutive
+    changes of alternating sign (up then down, or down then up), each from the record before
+    the first change to the record after the last; a monotone staircase has none. t, counts: (n,)."""
+    t, c = np.asarray(t, float), np.asarray(counts, float)
+    ok = np.isfinite(c)
+    t, c = t[ok], c[ok]
+    steps = np.diff(c)
+    idx = np.flatnonzero(steps != 0)
+    sign = np.sign(steps[idx])
+    spans, i = [], 0
+    while i < idx.size - 1:
+        j = i
+        while j + 1 < idx.size and sign[j + 1] != sign[j]:
+            j += 1
+        if j > i:
+            spans.append((float(t[idx[i]]), float(t[idx[j] + 1])))
+        i = j + 1
+    return spans
+
+
+def _integer_axis(ax, tracks, p: Panel) -> None:
+    """Integer ticks on a count axis; the spans where a single run's count flickers shaded."""
+    from matplotlib.ticker import MaxNLocator
+
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))
+    first = True
+    for tr in tracks:
+        if tr.series.is_ensemble or not tr.defined(p.column):
+            continue  # a mean over paths is no count
+        for a, b in flicker_spans(tr.series.t, tr.series.band(tr.prefix + p.column).mean):
+            ax.axvspan(a, b, color="0.85", zorder=0, label=FLICKER_LABEL if first else None)
+            first = False
 
 
 def figure_title(stem: str, sign: float = -1.0) -> str:
@@ -251,11 +297,17 @@ def plot_columns(tracks, panels, title: str, *, note: str = "", differences: dic
             elif p.floor:
                 _roundoff_floor(ax, [tr.series.band(tr.prefix + p.column).mean for tr in tracks if tr.defined(p.column)], p.floor, p.column)
             ax.set_ylabel(p.ylabel)
+            if p.integer:
+                _integer_axis(ax, tracks, p)
         else:
             for k, (lab, t, d) in enumerate(differences[p.column]):  # track k + 1 against track 0: its colour above
                 ax.plot(t, d, color=f"C{(k + 1) % 10}", label=f"{lab} − {reference}" if reference else lab)
             ax.axhline(0.0, color="0.6", lw=0.8)
             ax.set_ylabel(f"difference in {p.column}")
+            if p.integer:
+                from matplotlib.ticker import MaxNLocator
+
+                ax.yaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))
         if p.zero_line and what == "value":
             ax.axhline(0.0, color="0.6", lw=0.8)
     _finish(fig, list(axes), single, title, outside=len(tracks) > 1, note=note)
@@ -290,16 +342,13 @@ def plot_mean_resultant(source):
 
 def plot_clusters(source):
     """The number of clusters (docs/model.md §4.10: single-linkage groups at chordal distance
-    0.1 with >= 1 % of the mass) above the energy: under s = +1 the staircase of plateaus and
-    merges. Returns the Figure."""
+    0.1 with >= 1 % of the mass) above the energy, with integer ticks: under s = +1 a staircase
+    of plateaus and merges. Spans where the count goes back and forth (:func:`flicker_spans`:
+    two groups at the linkage distance, not merges) are shaded. Returns the Figure."""
     s = load_series(source)
     if not s.has("n_clusters"):
         raise ValueError("no 'n_clusters' column in the diagnostics")
-    from matplotlib.ticker import MaxNLocator
-
-    fig = plot_columns(solver_tracks(s), PANELS["clusters"], _TITLES["clusters"])
-    fig.axes[0].yaxis.set_major_locator(MaxNLocator(integer=True))
-    return fig
+    return plot_columns(solver_tracks(s), PANELS["clusters"], _TITLES["clusters"])
 
 
 #: The residuals of the energy balance's lower panel: (column, label, line style) -- the two residuals,

@@ -1,0 +1,21 @@
+"""Token runs note their progress in run.log at each quarter of T like mesh runs (issue 37
+item 4): the step count there is the fixed step's count t / dt, and a time to go is given."""
+
+from __future__ import annotations
+
+import re
+
+from spherepde.runs.config import default_config
+from spherepde.runs.runner import run
+
+
+def test_token_run_logs_steps_at_each_quarter(tmp_path):
+    cfg = default_config().with_overrides({"run.solver": "particles", "solver.T": 0.4, "initial.n": 30, "output.record_dt": 0.05,
+                                           "output.snapshot_dt": 0.2, "weights.dt": 0.01})
+    folder = run(cfg, out=tmp_path / "run", progress=False).folder
+    log = (folder / "run.log").read_text()
+    assert re.search(r"T = 0.4, 40 steps of dt = 0.01", log)
+    lines = re.findall(r"t = ([0-9.]+): (\d+) steps so far \(dt = ([0-9.e-]+)\), \d+ s of wall time, about \d+ s to go", log)
+    assert [float(t) for t, _, _ in lines] == [0.1, 0.2, 0.3]
+    for t, n, dt in lines:
+        assert int(n) == round(float(t) / float(dt)) and float(dt) == 0.01
