@@ -133,10 +133,10 @@ def _merge_times(beta: float, n: int, level: int) -> tuple[float, float, float]:
     from spherepde.solvers.mesh import MeshSolver
     from spherepde.solvers.particles import ParticleSolver
     from spherepde.studies.common import frozen_beta_path
-    from spherepde.studies.metastability import merge_time_ode, time_to_resultant
+    from spherepde.studies.metastability import resultant_time_ode, time_to_resultant
 
     means, theta = [[0.0, 0.0, 1.0], [1.0, 0.0, 0.0]], math.pi / 2
-    t_ode = merge_time_ode(beta, 0.5, 0.5, theta)
+    t_ode = resultant_time_ode(beta, 0.5, 0.5, theta)
     T = round(1.3 * t_ode) + 1.0
     path = frozen_beta_path(beta, 1.0, T, 0.01)
     X, w = stratified_tokens(n, means, [200.0, 200.0], [0.5, 0.5])
