@@ -88,10 +88,10 @@ def test_the_guides_links_resolve_where_read_or_go_to_the_generated_pages_the_re
             path = (page.parent / target).resolve()
             if m.group(2) is not None and not path.suffix:
                 path = path.with_suffix(".md")
-            if path.exists():
+            rel = path.relative_to(ROOT / "docs") if path.is_relative_to(ROOT / "docs") else None
+            if rel is not None and rel.parts[0] in GENERATED:  # a page the site build writes, built yet or not
+                assert f"`docs/{rel.parts[0]}/`" in claim, f"the README's claim does not name docs/{rel.parts[0]}/"
+                generated += 1
                 continue
-            rel = path.relative_to(ROOT / "docs")  # a link out of docs/ must resolve in the checkout
-            assert rel.parts[0] in GENERATED, f"{page.name}: the link {target!r} resolves nowhere"
-            assert f"`docs/{rel.parts[0]}/`" in claim, f"the README's claim does not name docs/{rel.parts[0]}/"
-            generated += 1
+            assert path.exists(), f"{page.name}: the link {target!r} resolves nowhere"
     assert generated >= 20  # the issue counted 15 results links and 7 {doc} roles into generated pages

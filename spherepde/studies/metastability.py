@@ -131,7 +131,7 @@ def _case_problem(i: int, case) -> str | None:
         return f"case {i}: theta0 = {theta:g} degrees must be in (0, 180) (at 180 the clusters never move)"
     resultant = math.sqrt(m1 * m1 + (1 - m1) ** 2 + 2 * m1 * (1 - m1) * math.cos(math.radians(theta)))
     if resultant >= RESULTANT_R:
-        return f"case {i}: the clusters start (nearly) merged (mean resultant {resultant:.3g} >= {RESULTANT_R}); use a larger theta0"
+        return f"case {i}: the clusters start merged by the resultant measure (mean resultant {resultant:.3g} >= {RESULTANT_R}); use a larger theta0"
     return None
 
 
