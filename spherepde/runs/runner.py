@@ -491,6 +491,7 @@ class _StepBudget:
         self.T = cfg.solver.T
         self.estimate = estimate if estimate is not None else _step_estimate(solver, cfg)
         self.reference = False
+        self.t0, self._first_seen = float(solver.t), False
         if self.estimate is None:
             self.estimate = _reference_estimate(solver, cfg)
             self.reference = self.estimate is not None
@@ -502,6 +503,11 @@ class _StepBudget:
         if self.estimate is None:
             return
         n, t = self.solver.step_count, self.solver.t
+        if self.reference and not self._first_seen and n >= 1 and t > self.t0:
+            self._first_seen = True
+            h = t - self.t0
+            log.info("the first error-controlled step took dt = %.3g: about %.0f steps to T = %g at that step (the steps follow the "
+                     "dynamics; the projection is updated at each quarter of T)", h, math.ceil((self.T - self.t0) / h), self.T)
         if n < MIN_STEPS_CHECKED or not t > 0:
             return
         projected = n / t * self.T

@@ -413,4 +413,10 @@ def test_an_implicit_run_with_a_tiny_tolerance_meets_the_step_budget(capsys, wor
     assert f"{STEP_GROWTH:g} x an explicit scheme's" in line
     log = next(workdir.glob("runs/*/run.log")).read_text()
     assert "step budget: an explicit scheme would take about" in log
+    # the estimate of the run's own step count, from its first step, before the budget stops it
+    first = [ln for ln in log.splitlines() if "the first error-controlled step took dt = " in ln]
+    assert len(first) == 1 and log.index(first[0]) < log.index("time step collapsed")
+    h = float(first[0].split("dt = ")[1].split(":")[0])
+    steps = float(first[0].split("about ")[1].split(" steps to T = 0.1")[0])
+    assert steps == pytest.approx(0.1 / h, rel=1e-2)  # dt is printed to 3 digits
     assert f"step {MIN_STEPS_CHECKED}" in line or "step 1" in line  # stopped at the first check, not after crawling
