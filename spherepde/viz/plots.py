@@ -763,8 +763,10 @@ def write_figures(run_dir, out_dir=None, *, formats=("png",), times=None, projec
         idx = sorted({0, (len(snaps) - 1) // 2, len(snaps) - 1})
     else:
         idx = list(dict.fromkeys(snap_times(snaps.t, [float(t) for t in times], source=str(folder), logger=_log)))
-    proj = "mollweide" if projection in ("mollweide", "moll") else "equirectangular"
     digits = max(3, _time_digits(snaps.t))
+    if _on_circle(snaps):
+        return written + _circle_figures(snaps, idx, out, formats, dpi, digits, log=log)
+    proj = "mollweide" if projection in ("mollweide", "moll") else "equirectangular"
     if snaps.rho is not None:
         clim, log = resolve_clim(None, snaps.rho, log=log)  # one range for all maps, up to the peak (log when the range is large)
         for k in idx:
@@ -776,3 +778,44 @@ def write_figures(run_dir, out_dir=None, *, formats=("png",), times=None, projec
             fig = plot_token_map(snaps.X[k], t=float(snaps.t[k]), projection=projection)
             written += _save(fig, out, f"tokens_map_t{snaps.t[k]:.{digits}f}_{proj}", formats, dpi)
     return written
+
+
+def _on_circle(snaps) -> bool:
+    """Whether a run's snapshots live on the circle S^1 (tokens or mesh nodes with 2 coordinates)."""
+    if snaps.X is not None:
+        return snaps.X.shape[2] == 2
+    if snaps.rho is not None and snaps.mesh is not None:
+        from spherepde.geometry.protocol import geometry_of
+
+        return geometry_of(snaps.mesh).nodes.shape[1] == 2
+    return False
+
+
+def _circle_points(snaps) -> list | None:
+    """Per snapshot (mass, x_1, x_2) rows: the point masses of a mesh run, else the token clusters
+    (:func:`spherepde.model.clusters.cluster_table`), else None."""
+    from spherepde.model.clusters import cluster_table
+
+    if snaps.atom_x is not None and snaps.atom_m is not None and snaps.atom_x.shape[-1] == 2:
+        return [np.column_stack([snaps.atom_m[k], snaps.atom_x[k]]) for k in range(len(snaps.t))]
+    if snaps.X is not None:
+        n = snaps.X.shape[1]
+        return [cluster_table(snaps.X[k], np.full(n, 1.0 / n)) for k in range(len(snaps.t))]
+    return None
+
+
+def _circle_figures(snaps, idx, out: Path, formats, dpi: int, digits: int, *, log: bool) -> list[Path]:
+    """``kymograph`` (theta-t map, tokens and clusters over it) and ``profiles_t<t0>-<t1>`` (density
+    against theta at the snapshots ``idx``) of a run on the circle (:mod:`spherepde.viz.circle`)."""
+    from spherepde.geometry.protocol import geometry_of
+    from spherepde.viz.circle import plot_kymograph, plot_profiles
+
+    theta = None
+    if snaps.rho is not None:
+        nodes = geometry_of(snaps.mesh).nodes
+        theta = np.mod(np.arctan2(nodes[:, 1], nodes[:, 0]), 2 * np.pi)
+    points = _circle_points(snaps)
+    written = _save(plot_kymograph(snaps.t, theta=theta, rho=snaps.rho, tokens=snaps.X, points=points, log=log), out, "kymograph", formats, dpi)
+    fig = plot_profiles(theta, snaps.rho, snaps.t, idx, tokens=snaps.X, points=points)
+    span = f"t{snaps.t[idx[0]]:.{digits}f}-{snaps.t[idx[-1]]:.{digits}f}"
+    return written + _save(fig, out, f"profiles_{span}", formats, dpi)
