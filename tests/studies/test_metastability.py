@@ -92,7 +92,7 @@ def test_cli_two_clusters_reach_the_mean_field_merge_time(tmp_path):
     out = tmp_path / "mm"
     rc = main(["run", "--example", "metastable-mesh", "--set", "initial.means=[[0.0, 0.0, 1.0], [1.0, 0.0, 0.0]]",
                "--set", "initial.kappas=[200.0, 200.0]", "--set", "initial.weights=[0.5, 0.5]", "--set", "weights.beta=10",
-               "--set", "solver.T=150", "--set", "output.vtk=false", "--out", str(out), "-q"])
+               "--set", "solver.T=150", "--set", "mesh.level=16", "--set", "output.vtk=false", "--out", str(out), "-q"])
     assert rc == 0
     d = read_diagnostics(out / "diagnostics.csv")
     t, R = d["t"], d["mean_resultant"]
