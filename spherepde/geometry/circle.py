@@ -237,7 +237,7 @@ def _densities():
 
 
 @GEOMETRIES.register(
-    "circle", d=2, cells=_circle_cells, densities=_densities,
+    "circle", d=2, cells=_circle_cells, densities=_densities, size_key="mesh.cells",
     about="the circle S^1 (model.d = 2): mesh.cells equal arcs, or the partition whose vertex angles (or points) mesh.file holds",
 )
 def circle_mesh(section) -> CircleMesh:

@@ -240,8 +240,7 @@ class MeshSolver:
         return _Stage(u, rhs, self._bound(u, rho, faces), rates)
 
     def _numpy_route(self, masses, logZ, Ybar, Qbar, A, V, t, X=None) -> dict:
-        """The rates by velocity_from_fields and state_rates, the reference of :func:`~spherepde.model.fused.fused_rates`
-        and the route for d != 3; at the cell nodes, or at the points ``X`` (cells and point masses)."""
+        """The rates by velocity_from_fields and state_rates at the nodes or at ``X`` (reference of fused_rates; d != 3)."""
         X = self.geom.nodes if X is None else X
         Z = np.exp(logZ)
         fields = HeadFields(Z, Ybar * Z[:, :, None], None if Qbar is None else Qbar * Z)

@@ -765,7 +765,9 @@ def write_figures(run_dir, out_dir=None, *, formats=("png",), times=None, projec
         idx = list(dict.fromkeys(snap_times(snaps.t, [float(t) for t in times], source=str(folder), logger=_log)))
     proj = "mollweide" if projection in ("mollweide", "moll") else "equirectangular"
     digits = max(3, _time_digits(snaps.t))
-    if snaps.rho is not None:
+    if snaps.rho is not None and snaps.mesh.d != 3:
+        _log.warning("%s: its density lives on the circle (model.d = 2); density maps are drawn for S^2 only, so none is drawn", folder)
+    elif snaps.rho is not None:
         clim, log = resolve_clim(None, snaps.rho, log=log)  # one range for all maps, up to the peak (log when the range is large)
         for k in idx:
             tokens = snaps.X[k] if snaps.X is not None and snaps.X.shape[2] == 3 else None  # coupled runs: tokens over the density
