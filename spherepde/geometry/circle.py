@@ -37,6 +37,7 @@ from pathlib import Path
 import numpy as np
 
 from spherepde._base import atomic_file, load_arrays
+from spherepde.geometry import circle_densities
 from spherepde.geometry.protocol import GEOMETRIES
 from spherepde.geometry.reconstruction import limited_linear
 
@@ -231,8 +232,7 @@ def _uniform_cached(n: int) -> CircleMesh:
 
 
 def _densities():
-    from spherepde.geometry import circle_densities
-
+    """The circle's initial densities (:mod:`spherepde.geometry.circle_densities`)."""
     return circle_densities
 
 

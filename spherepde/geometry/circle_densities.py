@@ -26,7 +26,6 @@ import math
 
 import numpy as np
 
-from spherepde.geometry.circle import angles
 from spherepde.geometry.densities import from_file, normalise
 
 __all__ = ["cell_average", "fourier_average", "from_file", "from_particles", "normalise", "octahedral", "spherical_harmonic",
@@ -98,7 +97,7 @@ def vmf_mixture(mesh, means, kappas, weights=None) -> np.ndarray:
     if w.shape != (k,) or np.any(w < 0) or not w.sum() > 0:
         raise ValueError(f"von Mises weights must be {k} non-negative numbers with a positive sum, got {weights!r}")
     w = w / w.sum()
-    th = angles(mu)
+    th = np.arctan2(mu[:, 1], mu[:, 0])
     scale = 1.0 / math.sqrt(max(float(kappas.max()), 1e-12))
     rho = cell_average(mesh, lambda t: sum(wi * vm_density(t, ti, ki) for wi, ti, ki in zip(w, th, kappas)), scale=scale)
     if not np.sum(rho * mesh.areas) > 0:
@@ -158,5 +157,5 @@ def from_particles(mesh, X, weights=None) -> np.ndarray:
     w = np.full(X.shape[0], 1.0 / X.shape[0]) if weights is None else np.asarray(weights, float)
     if w.shape != (X.shape[0],):
         raise ValueError(f"point weights have shape {w.shape}, expected ({X.shape[0]},)")
-    mass = np.bincount(mesh.locate(X), weights=w, minlength=mesh.n_cells)
+    mass = np.bincount(mesh.locate(X), weights=w, minlength=mesh.n_cells)  # mesh: a CircleMesh
     return normalise(mesh, mass / mesh.areas)
