@@ -261,3 +261,48 @@ def test_bad_circle_input_exits_2_in_one_line(tmp_path, capsys, sets, words):
     code, _, err = cli(capsys, "run", *SET, *args, "--out", tmp_path / "r")
     assert code == 2 and words in one_line_error(err)
     assert not (tmp_path / "r").exists()
+
+
+def test_a_mesh_file_of_vertex_angles(tmp_path, capsys):
+    w = np.random.default_rng(0).uniform(1, 3, 40)
+    np.save(tmp_path / "arcs.npy", np.concatenate([[0.0], np.cumsum(w[:-1])]) * 2 * math.pi / w.sum())
+    np.save(tmp_path / "bad.npy", np.array([0.0, 2.0, 1.0, 3.0]))
+    code, _, err = cli(capsys, "run", *SET, "--set", f"mesh.file={tmp_path / 'arcs.npy'}", "--out", tmp_path / "r")
+    assert code == 0, err
+    from spherepde.runs.runfolder import load_snapshots
+
+    snaps = load_snapshots(tmp_path / "r")
+    assert isinstance(snaps.mesh, CircleMesh) and snaps.rho.shape[1] == 40
+    np.testing.assert_allclose(snaps.mesh.areas, w / w.sum() * 2 * math.pi, rtol=1e-12)
+    code, _, err = cli(capsys, "run", *SET, "--set", f"mesh.file={tmp_path / 'bad.npy'}", "--out", tmp_path / "bad")
+    assert code == 2 and "mesh.file" in one_line_error(err) and "not strictly increasing" in err
+    assert not (tmp_path / "bad").exists()
+    code, _, err = cli(capsys, "export", tmp_path / "r", "--netcdf", tmp_path / "r.nc")
+    assert code != 0 and "circle" in one_line_error(err) and not (tmp_path / "r.nc").exists()
+
+
+def test_a_point_mass_run_resumes_bit_for_bit(tmp_path, capsys):
+    """solver.atoms on the circle: point masses (k, 2) in checkpoints and snapshots; half + extension = the whole."""
+    atoms = ["--set", "solver.integrator=implicit", "--set", "solver.atoms=true", "--set", "model.sign=1", "--set", "model.H=1",
+             "--set", "weights.process=frozen", "--set", "weights.init=beta", "--set", "weights.beta=6",
+             "--set", "initial.kind=vmf", "--set", "initial.means=[0.0, 1.2]", "--set", "initial.kappas=[800.0]", "--set", "mesh.cells=128"]
+    code, _, err = cli(capsys, "run", *SET, *atoms, "--out", tmp_path / "full")
+    assert code == 0, err
+    code, _, err = cli(capsys, "run", *SET, *atoms, "--set", "solver.T=0.2", "--out", tmp_path / "half")
+    assert code == 0, err
+    code, _, err = cli(capsys, "resume", tmp_path / "half", "--set", "solver.T=0.4", "-q")
+    assert code == 0, err
+    full = _rows(tmp_path / "full")
+    assert _rows(tmp_path / "half") == full
+    assert float(full[-1]["atom_mass"]) > 0.99 and full[-1]["n_clusters"] == "2.0"
+    from spherepde.runs.runfolder import load_snapshots
+
+    snaps = load_snapshots(tmp_path / "full")
+    assert snaps.atom_x.shape[1:] == (2, 2) and np.allclose(snaps.atom_m[-1].sum(), float(full[-1]["atom_mass"]))
+
+
+def test_cluster_table_keeps_d_for_an_empty_cloud():
+    from spherepde.model.clusters import cluster_table
+
+    assert cluster_table(np.zeros((0, 2)), np.zeros(0)).shape == (16, 3)
+    assert cluster_table(np.zeros((0, 3)), np.zeros(0)).shape == (16, 4)
