@@ -306,3 +306,9 @@ def test_cluster_table_keeps_d_for_an_empty_cloud():
 
     assert cluster_table(np.zeros((0, 2)), np.zeros(0)).shape == (16, 3)
     assert cluster_table(np.zeros((0, 3)), np.zeros(0)).shape == (16, 4)
+
+
+def test_the_memory_estimate_names_mesh_cells(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("SPHEREPDE_MAX_MEMORY", "1G")
+    code, _, err = cli(capsys, "run", *SET, "--set", "mesh.cells=100000000", "--out", tmp_path / "r")
+    assert code == 2 and one_line_error(err).startswith("spherepde: error: mesh.cells: mesh.cells = 100000000 (1e+08 cells)")
