@@ -31,7 +31,7 @@ from spherepde.solvers.integrators import OptionError, get_stepper, integrator_n
 
 _log = logging.getLogger(__name__)
 
-__all__ = ["ConfigError", "choices_of", "RunSection", "ModelSection", "WeightsSection", "InitialSection", "MeshSection", "SolverSection", "OutputSection", "MonteCarloSection", "Config", "SECTIONS", "INT_MAX", "config_from_dict", "KAPPA_MAX", "MAX_TOML_BYTES", "read_toml_file", "load_config", "default_config", "parse_override", "config_to_toml", "MESH_BYTES_PER_CELL", "TOKEN_BYTES", "CLUSTER_BYTES_PER_PAIR", "ROW_BYTES", "estimate_memory", "check_resources"]
+__all__ = ["ConfigError", "choices_of", "RunSection", "ModelSection", "WeightsSection", "InitialSection", "MeshSection", "SolverSection", "OutputSection", "MonteCarloSection", "Config", "SECTIONS", "INT_MAX", "config_from_dict", "KAPPA_MAX", "MAX_TOML_BYTES", "read_toml_file", "load_config", "default_config", "parse_override", "config_to_toml", "MESH_BYTES_PER_CELL", "TOKEN_BYTES", "CLUSTER_BYTES_PER_PAIR", "ROW_BYTES", "estimate_memory", "check_resources", "vmf_means_as_vectors"]
 
 
 def choices_of(meta) -> tuple | None:
@@ -399,7 +399,7 @@ def _geometry_hint(d: int) -> str:
     return f" (for model.d = {d} use mesh.kind = {' or '.join(repr(k) for k in kinds)})" if kinds else ""
 
 
-def _vmf_means(means, d: int) -> list:
+def vmf_means_as_vectors(means, d: int) -> list:
     """initial.means as lists of floats; with d = 2 a mean may also be an angle (radians), read as (cos, sin)."""
     if d == 2 and all(isinstance(m, (int, float)) and not isinstance(m, bool) for m in means):
         return [[math.cos(float(m)), math.sin(float(m))] for m in means]
@@ -428,7 +428,7 @@ def _check_consistency(cfg: Config, base_dir: Path | None) -> None:
         raise ConfigError(f"initial.m: need |m| <= l, got m = {ini.m}, l = {ini.l}")
     if ini.kind == "vmf":
         try:
-            means = _vmf_means(ini.means, model.d)
+            means = vmf_means_as_vectors(ini.means, model.d)
             kappas = [float(k) for k in ini.kappas]
             weights = [float(x) for x in ini.weights]
         except (TypeError, ValueError):

@@ -54,7 +54,7 @@ from spherepde._base import __version__, atomic_write_text, one_line
 from spherepde.model.columns import undefined_without_energy
 from spherepde.model.weights import PROCESSES, WeightPath, process_from_config
 from spherepde.runs import interrupt as _interrupt
-from spherepde.runs.config import Config, config_to_toml
+from spherepde.runs.config import Config, config_to_toml, vmf_means_as_vectors
 from spherepde.runs.progress import ProgressBar
 from spherepde.runs.runfolder import (
     CONFIG_FILE,
@@ -215,9 +215,7 @@ def densities_of(cfg: Config):
 
 def vmf_means(cfg: Config) -> list:
     """``initial.means`` as d-vectors (with model.d = 2 a mean may be given as an angle in radians)."""
-    from spherepde.runs.config import _vmf_means
-
-    return _vmf_means(cfg.initial.means, cfg.model.d)
+    return vmf_means_as_vectors(cfg.initial.means, cfg.model.d)
 
 
 def build_initial_density(cfg: Config, mesh):
