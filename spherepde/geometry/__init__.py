@@ -6,9 +6,10 @@ with exact spherical geometry (:mod:`.mesh`) and their finite-volume geometry (:
 densities :mod:`.circle_densities`), cell-averaged densities (:mod:`.densities`) and their VTK
 output (:mod:`.vtk`)."""
 
-from spherepde.geometry.mesh import MeshError, SphereMesh, spherical_triangle_areas
+# the order registers mesh.kind = "icosphere" (meshfiles) before "circle": the default comes first in every list of kinds
+from spherepde.geometry.mesh import MeshError, SphereMesh, spherical_triangle_areas  # noqa: I001
 from spherepde.geometry.meshfiles import icosphere, load_mesh, mesh_level_for_cells, read_mesh, write_mesh
 from spherepde.geometry.protocol import GEOMETRIES, Geometry
-from spherepde.geometry.circle import CircleMesh  # registers mesh.kind = "circle"
+from spherepde.geometry.circle import CircleMesh
 
 __all__ = ["CircleMesh", "GEOMETRIES", "Geometry", "MeshError", "SphereMesh", "spherical_triangle_areas", "icosphere", "load_mesh", "mesh_level_for_cells", "read_mesh", "write_mesh"]

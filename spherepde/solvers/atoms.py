@@ -45,6 +45,7 @@ def dense_floor(d: int) -> float:
     """Five times the uniform density on S^{d-1}: :data:`DENSE_FLOOR` on S^2, 5/(2 pi) on the circle."""
     return DENSE_FLOOR if d == 3 else 5.0 / (2.0 * math.pi)
 
+
 #: A point mass lies on the sphere when ||x| - 1| <= UNIT_TOL (positions are renormalised every step).
 UNIT_TOL = 1e-9
 
