@@ -336,6 +336,8 @@ class SphereMesh:
     """
 
     _frozen = False
+    #: the ambient dimension (S^2 in R^3); a circle mesh has d = 2
+    d = 3
 
     def __init__(self, points, cells, *, name: str = "custom"):
         p = _as_points(points)

@@ -25,7 +25,7 @@ import numpy as np
 from spherepde.geometry.mesh import PYVISTA_EXTENSIONS, MeshError, SphereMesh
 from spherepde.geometry.protocol import GEOMETRIES
 
-__all__ = ["icosphere", "icosphere_bytes", "load_mesh", "mesh_level_for_cells", "read_mesh", "surface_mesh", "write_mesh"]
+__all__ = ["icosphere", "icosphere_bytes", "load_mesh", "load_saved_mesh", "mesh_level_for_cells", "read_mesh", "surface_mesh", "write_mesh"]
 
 
 # --------------------------------------------------------------------------------------
@@ -242,6 +242,23 @@ def load_mesh(spec: MeshSpec) -> SphereMesh:
 def _surface_cells(section) -> float | None:
     """The cell count of :func:`surface_mesh` before it is built (None for a file: known once read)."""
     return None if section.file else 20.0 * float(section.level) ** 2
+
+
+def load_saved_mesh(path):
+    """The mesh a run folder saved (``mesh.npz``): a :class:`SphereMesh`, or a
+    :class:`~spherepde.geometry.circle.CircleMesh` when the file holds a circle's vertex angles."""
+    from spherepde._base import load_arrays
+
+    try:
+        with load_arrays(path) as data:
+            circle = "circle_phi" in data.files
+    except (OSError, ValueError):  # SphereMesh.load says what is wrong with the file, as before
+        circle = False
+    if circle:
+        from spherepde.geometry.circle import CircleMesh
+
+        return CircleMesh.load(path)
+    return SphereMesh.load(path)
 
 
 @GEOMETRIES.register(

@@ -45,7 +45,7 @@ import numpy as np
 
 from spherepde._registry import Registry
 
-__all__ = ["GEOMETRIES", "Geometry", "check_dimension", "geometry_dimension", "geometry_of", "local_maxima"]
+__all__ = ["GEOMETRIES", "Geometry", "check_dimension", "geometry_dimension", "geometry_of", "local_maxima", "mesh_spacing"]
 
 #: The meshes a run can use, by ``mesh.kind``: builders ``build(mesh_section) -> mesh`` with info ``d`` (ambient dimension).
 GEOMETRIES = Registry("geometry", key="mesh.kind")
@@ -98,6 +98,12 @@ def check_dimension(geometry_d: int, d: int) -> None:
         raise ValueError(
             f"the mesh solver works on S^{int(geometry_d) - 1} (d = {int(geometry_d)}), got d = {d}; use run.solver = 'particles' for other d"
         )
+
+
+def mesh_spacing(geom: Geometry) -> float:
+    """The typical cell width of ``geom``: the mean face measure on a surface (d = 3, where a face is
+    an edge with a length), the mean node distance where faces are points (d = 2, the circle)."""
+    return float(np.mean(geom.node_distances if geom.d == 2 else geom.edge_lengths))
 
 
 def local_maxima(geom: Geometry, values) -> np.ndarray:

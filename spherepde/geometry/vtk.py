@@ -35,14 +35,18 @@ def polygon_connectivity(cells) -> np.ndarray:
 
 def density_polydata(mesh, rho):
     """A ``pyvista.PolyData`` of the mesh (``mesh.points``, polygons ``mesh.cells`` of any
-    vertex count, :func:`polygon_connectivity`) with cell data ``rho`` (density) and ``mass`` (rho |C|)."""
+    vertex count, :func:`polygon_connectivity`; on the circle, points (nc, 2) in the plane z = 0 and
+    its arcs as line cells) with cell data ``rho`` (density) and ``mass`` (rho |C|)."""
     import pyvista as pv
 
     rho = np.asarray(rho, float)
     if rho.shape != (mesh.n_cells,):
         raise ValueError(f"density has shape {rho.shape}, expected ({mesh.n_cells},)")
-    faces = polygon_connectivity(mesh.cells)
-    poly = pv.PolyData(np.asarray(mesh.points, float), faces)
+    points = np.asarray(mesh.points, float)
+    if points.shape[1] == 2:  # the circle: its arcs as line cells (chords) in the plane z = 0
+        poly = pv.PolyData(np.column_stack([points, np.zeros(len(points))]), lines=polygon_connectivity(mesh.cells))
+    else:
+        poly = pv.PolyData(points, polygon_connectivity(mesh.cells))
     poly.cell_data["rho"] = rho
     poly.cell_data["mass"] = rho * mesh.areas
     return poly
@@ -93,7 +97,8 @@ def write_point_masses_vtp(x, m, path, *, t: float | None = None) -> None:
     """Write the point masses of a mesh run as VTK XML PolyData (.vtp): one vertex per point mass at
     its position ``x`` (k, 3) on S^2, point data ``mass`` (k,) (and ``index``); none at all is an empty
     file (k = 0). ``t`` goes to the field data ``TimeValue``. Written atomically."""
-    x, m = np.asarray(x, float).reshape(-1, 3), np.asarray(m, float).reshape(-1)
+    x, m = np.asarray(x, float), np.asarray(m, float).reshape(-1)
+    x = np.column_stack([x, np.zeros(len(x))]) if x.ndim == 2 and x.shape[1] == 2 else x.reshape(-1, 3)  # the circle: in the plane z = 0
     if x.shape[0] != m.size:
         raise ValueError(f"point masses: {x.shape[0]} positions but {m.size} masses")
     _write_points(x, {"mass": m, "index": np.arange(m.size)}, path, t)

@@ -72,7 +72,7 @@ def cluster_table(X, w, radius: float = 0.1, min_mass: float = 0.01, slots: int 
     shape (slots, 1 + d): mass, then the centre, by decreasing mass; rows past the number of
     clusters are NaN (so tables of different times stack into one array)."""
     X = np.asarray(X, dtype=np.float64)
-    d = X.shape[1] if X.ndim == 2 and X.shape[0] else 3
+    d = X.shape[1] if X.ndim == 2 else 3
     _, masses, centres = weighted_clusters(X, w, radius, min_mass)
     out = np.full((slots, 1 + d), np.nan)
     k = min(slots, len(masses))

@@ -31,7 +31,7 @@ from spherepde.solvers.integrators import OptionError, get_stepper, integrator_n
 
 _log = logging.getLogger(__name__)
 
-__all__ = ["ConfigError", "choices_of", "RunSection", "ModelSection", "WeightsSection", "InitialSection", "MeshSection", "SolverSection", "OutputSection", "MonteCarloSection", "Config", "SECTIONS", "INT_MAX", "config_from_dict", "KAPPA_MAX", "MAX_TOML_BYTES", "read_toml_file", "load_config", "default_config", "parse_override", "config_to_toml", "MESH_BYTES_PER_CELL", "TOKEN_BYTES", "CLUSTER_BYTES_PER_PAIR", "ROW_BYTES", "estimate_memory", "check_resources"]
+__all__ = ["ConfigError", "choices_of", "RunSection", "ModelSection", "WeightsSection", "InitialSection", "MeshSection", "SolverSection", "OutputSection", "MonteCarloSection", "Config", "SECTIONS", "INT_MAX", "config_from_dict", "KAPPA_MAX", "MAX_TOML_BYTES", "read_toml_file", "load_config", "default_config", "parse_override", "config_to_toml", "MESH_BYTES_PER_CELL", "TOKEN_BYTES", "CLUSTER_BYTES_PER_PAIR", "ROW_BYTES", "estimate_memory", "check_resources", "vmf_means_as_vectors"]
 
 
 def choices_of(meta) -> tuple | None:
@@ -110,9 +110,10 @@ class InitialSection:
 
 @dataclass(frozen=True)
 class MeshSection:
-    kind: str = _f("icosphere", "the geometry (spherepde.geometry.protocol.GEOMETRIES): 'icosphere' is the triangulated sphere S^2 (icosphere of mesh.level, or mesh.file)", choices=lambda: GEOMETRIES.names(aliases=True))
+    kind: str = _f("icosphere", "the geometry (spherepde.geometry.protocol.GEOMETRIES): 'icosphere' is the triangulated sphere S^2 (icosphere of mesh.level, or mesh.file; model.d = 3), 'circle' the circle S^1 (mesh.cells arcs, or mesh.file; model.d = 2)", choices=lambda: GEOMETRIES.names(aliases=True))
     level: int = _f(8, "icosphere subdivision n (20 n^2 cells; 8 -> 1280, 16 -> 5120 cells)", min=1)
-    file: str = _f("", "read the mesh from this file instead (.npz/.vtp/.vtk/.ply/.obj/.stl)")
+    file: str = _f("", "read the mesh from this file instead (icosphere: .npz/.vtp/.vtk/.ply/.obj/.stl; circle: vertex angles (nc,) or points (nc, 2), .npy or text)")
+    cells: int = _f(256, "circle: the number of equal arcs (ignored by 'icosphere', which uses mesh.level)", min=3)
 
 
 @dataclass(frozen=True)
@@ -392,6 +393,19 @@ def _check_placement(cfg: Config) -> None:
         raise ConfigError(f"initial.n: {ini.n} tokens cannot place {n_bumps} bumps of positive weight; use initial.n >= {n_bumps}")
 
 
+def _geometry_hint(d: int) -> str:
+    """'; for d = ... use mesh.kind = ...' naming the registered geometries of dimension d, if any."""
+    kinds = GEOMETRIES.names(where=lambda e: e.info.get("d") == d)
+    return f" (for model.d = {d} use mesh.kind = {' or '.join(repr(k) for k in kinds)})" if kinds else ""
+
+
+def vmf_means_as_vectors(means, d: int) -> list:
+    """initial.means as lists of floats; with d = 2 a mean may also be an angle (radians), read as (cos, sin)."""
+    if d == 2 and all(isinstance(m, (int, float)) and not isinstance(m, bool) for m in means):
+        return [[math.cos(float(m)), math.sin(float(m))] for m in means]
+    return [[float(x) for x in row] for row in means]
+
+
 def _check_consistency(cfg: Config, base_dir: Path | None) -> None:
     solver, model, w, ini, out = cfg.run.solver, cfg.model, cfg.weights, cfg.initial, cfg.output
     _check_run_name(cfg.run.name)
@@ -402,7 +416,7 @@ def _check_consistency(cfg: Config, base_dir: Path | None) -> None:
         try:
             check_dimension(geometry_dimension(cfg.mesh.kind), model.d)
         except ValueError as exc:
-            raise ConfigError(f"model.d: {exc}") from None
+            raise ConfigError(f"model.d: {exc}{_geometry_hint(model.d)}") from None
     _check_solver_options(cfg)
     if (ini.sample or ini.noise) and solver == "particles":
         raise ConfigError("initial.sample / initial.noise: these shape a mesh density; a particle run draws its tokens directly (remove them)")
@@ -414,11 +428,11 @@ def _check_consistency(cfg: Config, base_dir: Path | None) -> None:
         raise ConfigError(f"initial.m: need |m| <= l, got m = {ini.m}, l = {ini.l}")
     if ini.kind == "vmf":
         try:
-            means = [[float(x) for x in row] for row in ini.means]
+            means = vmf_means_as_vectors(ini.means, model.d)
             kappas = [float(k) for k in ini.kappas]
             weights = [float(x) for x in ini.weights]
         except (TypeError, ValueError):
-            raise ConfigError("initial.means/kappas/weights: must be lists of numbers (means: a list of d-vectors)") from None
+            raise ConfigError("initial.means/kappas/weights: must be lists of numbers (means: a list of d-vectors, or of angles when model.d = 2)") from None
         if not means or any(len(m) != model.d for m in means):
             raise ConfigError(f"initial.means: each mean must have d = {model.d} components")
         if len(kappas) not in (1, len(means)):
@@ -783,8 +797,10 @@ def estimate_memory(cfg: Config) -> list[tuple[float, str, str, str]]:
     nc = cells(cfg.mesh) if cells is not None else None  # None: not known before the mesh is built (a file)
     if nc is not None:
         mesh = nc * (MESH_BYTES_PER_CELL[0] + MESH_BYTES_PER_CELL[1] * H)
-        key = "model.H" if MESH_BYTES_PER_CELL[1] * H > MESH_BYTES_PER_CELL[0] * 4 else "mesh.level"
-        terms.append((mesh, key, f"mesh.level = {cfg.mesh.level} ({nc:.3g} cells) with model.H = {m.H} heads needs {format_bytes(mesh)}", f"reduce {key}"))
+        size_key = GEOMETRIES.entry(cfg.mesh.kind).info.get("size_key", "mesh.level")  # the key that sets the cell count
+        key = "model.H" if MESH_BYTES_PER_CELL[1] * H > MESH_BYTES_PER_CELL[0] * 4 else size_key
+        size = f"{size_key} = {getattr(cfg.mesh, size_key.split('.')[1])}"
+        terms.append((mesh, key, f"{size} ({nc:.3g} cells) with model.H = {m.H} heads needs {format_bytes(mesh)}", f"reduce {key}"))
         snap_bytes += nc * 8
         if solver == "both" and getattr(out, "distances", "") == "all":
             w1 = 24.0 * nc * float(ini.n)

@@ -250,6 +250,9 @@ def _open_single(folder: Path):
             raise RunFileError(f"{folder}: its snapshots cannot be read ({one_line(exc)}); the run folder is damaged") from None
     if snaps is not None:
         coords["time"] = ("time", snaps.t, {"long_name": "time of the snapshot", "units": _DIMLESS})
+        if snaps.rho is not None and snaps.mesh.d != 3:
+            raise RunFileError(f"{folder}: its density lives on the circle (model.d = 2); the NetCDF export writes S^2 meshes only "
+                               "(diagnostics.csv and snapshots.npz hold the circle's data)")
         if snaps.rho is not None:
             mesh = snaps.mesh
             c = np.asarray(mesh.centers if hasattr(mesh, "centers") else mesh.cell_centers, float)

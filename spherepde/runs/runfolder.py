@@ -1102,13 +1102,13 @@ def load_snapshots(run_dir, *, strict: bool = False) -> RunSnapshots:
     rho, X = picked.get("rho"), picked.get("X")
     mesh = None
     if rho is not None:
-        from spherepde.geometry.mesh import SphereMesh
+        from spherepde.geometry.meshfiles import load_saved_mesh
 
         mfile = folder / MESH_FILE
         if not mfile.is_file():
             raise FileNotFoundError(f"{folder}: mesh run without mesh.npz; cannot place the cell densities")
         try:
-            mesh = SphereMesh.load(mfile)
+            mesh = load_saved_mesh(mfile)
         except _READ_ERRORS as exc:
             if strict:
                 raise _unreadable(mfile, exc) from None

@@ -54,7 +54,7 @@ from spherepde._base import __version__, atomic_write_text, one_line
 from spherepde.model.columns import undefined_without_energy
 from spherepde.model.weights import PROCESSES, WeightPath, process_from_config
 from spherepde.runs import interrupt as _interrupt
-from spherepde.runs.config import Config, config_to_toml
+from spherepde.runs.config import Config, config_to_toml, vmf_means_as_vectors
 from spherepde.runs.progress import ProgressBar
 from spherepde.runs.runfolder import (
     CONFIG_FILE,
@@ -199,11 +199,29 @@ def build_mesh(cfg: Config):
         return build(cfg.mesh)
 
 
+def densities_of(cfg: Config):
+    """The module of initial densities for ``mesh.kind``: the geometry's own (registered as its entry's
+    ``densities``, e.g. :mod:`spherepde.geometry.circle_densities`), else the sphere's
+    :mod:`spherepde.geometry.densities`."""
+    from spherepde.geometry.protocol import GEOMETRIES
+
+    own = GEOMETRIES.entry(cfg.mesh.kind).info.get("densities")
+    if own is not None:
+        return own()
+    from spherepde.geometry import densities
+
+    return densities
+
+
+def vmf_means(cfg: Config) -> list:
+    """``initial.means`` as d-vectors (with model.d = 2 a mean may be given as an angle in radians)."""
+    return vmf_means_as_vectors(cfg.initial.means, cfg.model.d)
+
+
 def build_initial_density(cfg: Config, mesh):
     """The initial cell densities of a mesh run: the kind's density, or the histogram of the
     token sample (``initial.sample``), times 1 + noise * field (``initial.noise``)."""
-    from spherepde.geometry import densities
-
+    densities = densities_of(cfg)
     ini = cfg.initial
     if ini.sample:
         rho = densities.from_particles(mesh, *build_token_start(cfg))
@@ -221,9 +239,9 @@ def build_initial_state(cfg: Config, mesh) -> tuple[np.ndarray, tuple | None]:
     ini = cfg.initial
     if ini.kind != "run" or ini.sample:
         return build_initial_density(cfg, mesh), None
-    from spherepde.geometry import densities
     from spherepde.runs.branch import initial_state_from_run
 
+    densities = densities_of(cfg)
     rho, pm, bp = initial_state_from_run(ini.run, ini.time, mesh, atoms=cfg.solver.atoms)
     if np.all(np.isfinite(rho)) and not np.any(rho < 0):  # else the solver refuses it, in one line
         _say_branch(bp)
@@ -235,15 +253,14 @@ def build_initial_state(cfg: Config, mesh) -> tuple[np.ndarray, tuple | None]:
 
 
 def _kind_density(cfg: Config, mesh):
-    from spherepde.geometry import densities
-
+    densities = densities_of(cfg)
     ini = cfg.initial
     if ini.kind == "uniform":
         return densities.uniform(mesh)
     if ini.kind == "octahedral":
         return densities.octahedral(mesh, sigma=ini.sigma)
     if ini.kind == "vmf":
-        means = np.asarray(ini.means, float)
+        means = np.asarray(vmf_means(cfg), float)
         kappas = np.broadcast_to(np.asarray(ini.kappas, float), (means.shape[0],))
         weights = np.asarray(ini.weights, float) if ini.weights else None
         return densities.vmf_mixture(mesh, means, kappas, weights)
@@ -287,11 +304,12 @@ def build_token_start(cfg: Config):
             _say_branch(bp)
         return X, None
     kappas = np.broadcast_to(np.asarray(ini.kappas, float), (len(ini.means),)) if ini.kind == "vmf" else None
+    means = vmf_means(cfg) if ini.kind == "vmf" else None
     if ini.placement == "stratified" and ini.kind == "vmf":
-        return stratified_tokens(ini.n, ini.means, kappas, ini.weights or None)
+        return stratified_tokens(ini.n, means, kappas, ini.weights or None)
     with _FileContext("initial.file", ini.file, ini.kind == "file"):
         return initial_tokens(
-            ini.kind, ini.n, cfg.model.d, seed=ini.seed, sigma=ini.sigma, means=ini.means if ini.kind == "vmf" else None,
+            ini.kind, ini.n, cfg.model.d, seed=ini.seed, sigma=ini.sigma, means=means,
             kappas=kappas, weights=ini.weights or None, file=ini.file or None, placement=ini.placement,
         ), None
 
@@ -973,9 +991,9 @@ def _saved_mesh(rf: RunFolder, cfg: Config):
     """The mesh.npz of a mesh (or coupled) run's folder; None for a token run."""
     if cfg.run.solver not in ("mesh", "both"):
         return None
-    from spherepde.geometry.mesh import SphereMesh
+    from spherepde.geometry.meshfiles import load_saved_mesh
 
-    return rf.load_part(MESH_FILE, SphereMesh.load)
+    return rf.load_part(MESH_FILE, load_saved_mesh)
 
 
 #: A checkpoint's total mass (cells and point masses) is 1 within this (round-off of the mass-conserving steps).

@@ -40,19 +40,27 @@ log = logging.getLogger(__name__)
 #: Cells denser than this (5x the uniform density) count as concentrated mass (collapse candidates, cluster count).
 DENSE_FLOOR = 5.0 / (4.0 * math.pi)
 
+
+def dense_floor(d: int) -> float:
+    """Five times the uniform density on S^{d-1}: :data:`DENSE_FLOOR` on S^2, 5/(2 pi) on the circle."""
+    return DENSE_FLOOR if d == 3 else 5.0 / (2.0 * math.pi)
+
+
 #: A point mass lies on the sphere when ||x| - 1| <= UNIT_TOL (positions are renormalised every step).
 UNIT_TOL = 1e-9
 
 
-def check_point_masses(x, m) -> str | None:
-    """What is wrong with point masses at positions ``x`` (k, 3) with masses ``m`` (k,), as a phrase,
+def check_point_masses(x, m, d: int | None = None) -> str | None:
+    """What is wrong with point masses at positions ``x`` (k, d) with masses ``m`` (k,), as a phrase,
     or None: the shapes fit, every value is finite, every position lies on the sphere
-    (:data:`UNIT_TOL`) and every mass is positive. (Total mass is the caller's: it needs the cells.)"""
+    (:data:`UNIT_TOL`) and every mass is positive. (Total mass is the caller's: it needs the cells.)
+    ``d``: the ambient dimension (None: that of ``x``, 2 (the circle) or 3)."""
     x, m = np.asarray(x), np.asarray(m)
     if x.dtype.kind not in "iuf" or m.dtype.kind not in "iuf":
         return f"their arrays hold {x.dtype} and {m.dtype}, not numbers"
-    if m.ndim != 1 or x.shape != (m.size, 3):
-        return f"positions of shape {x.shape} do not fit masses of shape {m.shape} (expected (k, 3) and (k,))"
+    d = (x.shape[1] if x.ndim == 2 and x.shape[1] in (2, 3) else 3) if d is None else int(d)
+    if m.ndim != 1 or x.shape != (m.size, d):
+        return f"positions of shape {x.shape} do not fit masses of shape {m.shape} (expected (k, {d}) and (k,))"
     if not (np.all(np.isfinite(x)) and np.all(np.isfinite(m))):
         return f"{int(np.sum(~np.isfinite(x)) + np.sum(~np.isfinite(m)))} NaN/inf value(s)"
     off = np.abs(np.linalg.norm(x, axis=1) - 1.0) > UNIT_TOL
@@ -65,15 +73,15 @@ def check_point_masses(x, m) -> str | None:
     return None
 
 
-def initial_point_masses(x, m, *, atoms: bool = True) -> tuple[np.ndarray, np.ndarray]:
-    """Initial point masses (positions (k, 3), masses (k,)) checked by :func:`check_point_masses`
+def initial_point_masses(x, m, *, atoms: bool = True, d: int = 3) -> tuple[np.ndarray, np.ndarray]:
+    """Initial point masses (positions (k, d), masses (k,)) checked by :func:`check_point_masses`
     (ValueError naming the problem), positions renormalised onto the sphere; ``atoms``: the solver
     carries point masses (else any are refused)."""
     if not atoms:
         raise ValueError("initial point masses need atoms = True (the solver carries point masses only then)")
-    x = np.array(x, dtype=np.float64).reshape(-1, 3) if np.size(x) else np.zeros((0, 3))
+    x = np.array(x, dtype=np.float64).reshape(-1, d) if np.size(x) else np.zeros((0, d))
     m = np.array(m, dtype=np.float64).reshape(-1)
-    problem = check_point_masses(x, m)
+    problem = check_point_masses(x, m, d)
     if problem:
         raise ValueError(f"initial point masses: {problem}")
     return x / np.linalg.norm(x, axis=1)[:, None], m
@@ -100,8 +108,9 @@ class PointMasses:
         self.radius = positive("atom_radius", 2.5 * h_mesh if radius is None else radius)
         self.min_mass = positive("atom_min_mass", min_mass)
         self.merge_radius = positive("merge_radius", merge_radius)
-        #: positions (k, 3) and masses (k,)
-        self.x = np.zeros((0, 3))
+        #: positions (k, d) and masses (k,)
+        self.x = np.zeros((0, geom.d))
+        self.dense_floor = dense_floor(geom.d)
         self.m = np.zeros(0)
         #: merge events: (t, m1, m2, angle) per merge
         self.merges: list[tuple[float, float, float, float]] = []
@@ -143,7 +152,10 @@ class PointMasses:
         src = np.flatnonzero(m > 1e-16)
         logZ, Ybar, Qbar = attention_moments(X, X[src], m[src], A, want_q=sigma > 0, log=True, summation=ms.summation,
                                              tol=ms.summation_tol, tol_moments=ms.diagnostics_tol)
-        rates = fused_rates(X, m, logZ, Ybar, Qbar, V, ms.path.drift_at(t), sigma)
+        if g.d == 3:
+            rates = fused_rates(X, m, logZ, Ybar, Qbar, V, ms.path.drift_at(t), sigma)
+        else:  # the fused kernel is d = 3 only
+            rates = ms._numpy_route(m, logZ, Ybar, Qbar, A, V, t, X=X)
         u = potential_edge_velocity(g, rates["Phi"][:nc], ms.path.sign)
         flux = np.empty(g.n_edges)
         rhs = fv_rhs(g, faces, u, flux=flux)
@@ -270,7 +282,7 @@ class PointMasses:
         g = self.geom
         tree = self.node_tree()
         changed = False
-        cand = np.flatnonzero((rho >= DENSE_FLOOR) & local_maxima(g, rho))
+        cand = np.flatnonzero((rho >= self.dense_floor) & local_maxima(g, rho))
         for c in cand[np.argsort(-rho[cand], kind="stable")]:
             if masses[c] <= 0.0:
                 continue
@@ -317,7 +329,7 @@ class PointMasses:
 
     def cluster_points(self, rho: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The points and masses the cluster definition sees: the dense cells of ``rho`` (rho >= :data:`DENSE_FLOOR`) and the point masses."""
-        dense = rho >= DENSE_FLOOR
+        dense = rho >= self.dense_floor
         masses = rho[dense] * self.geom.areas[dense]
         return np.concatenate([self.geom.nodes[dense], self.x]), np.concatenate([masses, self.m])
 
@@ -330,7 +342,7 @@ class PointMasses:
 
     def restore(self, st: dict) -> None:
         if "atom_x" in st:
-            self.x = np.asarray(st["atom_x"], dtype=np.float64).reshape(-1, 3).copy()
+            self.x = np.asarray(st["atom_x"], dtype=np.float64).reshape(-1, self.geom.d).copy()
             self.m = np.asarray(st["atom_m"], dtype=np.float64).reshape(-1).copy()
             self.merges = [tuple(float(v) for v in row) for row in np.asarray(st["merges"], dtype=np.float64).reshape(-1, 4)]
 
@@ -354,7 +366,7 @@ class _StepPath:
 def _angle_and_rate(x, y, vx, vy) -> tuple[float, float]:
     """The angle theta = atan2(|x cross y|, x . y) of two unit vectors (accurate near 0, unlike arccos) and
     d theta/dt = -(vx . y + x . vy) / sin theta."""
-    s = float(np.linalg.norm(np.cross(x, y)))
+    s = float(np.linalg.norm(np.cross(x, y))) if x.shape[0] == 3 else abs(float(x[0] * y[1] - x[1] * y[0]))  # d = 2: the circle
     th = math.atan2(s, float(x @ y))
     return th, (-(float(vx @ y) + float(x @ vy)) / s if s > 0.0 else 0.0)
 

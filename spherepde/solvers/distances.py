@@ -14,7 +14,11 @@
   Mises--Fisher kernel density estimate evaluated as cell averages at the centres,
   summed by the Numba attention kernel with A = kappa I).
 * :func:`sample_from_density` -- n tokens drawn from a mesh density (cells by mass,
-  then a point uniform in the planar triangle, projected to the sphere).
+  then a point uniform in the planar triangle, projected to the sphere; on the circle a
+  point uniform in the arc).
+
+On the circle S^1 (a :class:`~spherepde.geometry.circle.CircleMesh`, points (n, 2)) the
+"sliced" W1 is the exact W1 of the circle in closed form (:func:`w1_circle`, no projection).
 
 The mesh measure itself is a first-order quadrature of the density: the distances carry
 an O(h) contribution from placing cell masses at centres even for identical measures.
@@ -57,6 +61,8 @@ def wasserstein_sphere(mesh, rho, X, weights=None, *, p: int = 1, method: str = 
     keep = a > 0
     if method == "auto":
         method = "exact" if keep.sum() * n <= max_exact else "sliced"
+    if X.shape[1] == 2 and p == 1 and method == "sliced":  # the circle: W1 in closed form, exact at any size
+        return SlicedW1(mesh)(rho, X, weights)
     if method == "exact":
         C = np.arccos(np.clip(mesh.centers[keep] @ X.T, -1.0, 1.0)) ** p
         val = ot.emd2(a[keep] / a[keep].sum(), b, C, numItermax=10_000_000)
@@ -114,14 +120,22 @@ class SlicedW1:
         self.mesh = mesh
         self.n_projections = int(n_projections)
         self.U = great_circles(self.n_projections, seed)
-        self._cells = _circle_coords(mesh.centers, self.U)  # cells with zero mass weigh nothing
+        self._cells = self._coords(mesh.centers)  # cells with zero mass weigh nothing
+
+    def _coords(self, P) -> np.ndarray:
+        """Coordinates in [0, 1) on the great circles (m, P); on the circle S^1 (points (m, 2)) the angle / 2 pi (m, 1):
+        there the "sliced" W1 is the exact W1 of the circle itself, with no projection."""
+        P = np.asarray(P, float)
+        if P.shape[1] == 2:
+            return (np.mod(np.arctan2(P[:, 1], P[:, 0]), 2 * np.pi) / (2 * np.pi))[:, None]
+        return _circle_coords(P, self.U)
 
     def __call__(self, rho, X, weights=None) -> float:
         a = _masses(self.mesh, rho)
         X = np.asarray(X, float)
         n = X.shape[0]
         b = np.full(n, 1.0 / n) if weights is None else np.asarray(weights, float) / np.sum(weights)
-        return float(2 * np.pi * np.mean(w1_circle(self._cells, a, _circle_coords(X, self.U), b)))
+        return float(2 * np.pi * np.mean(w1_circle(self._cells, a, self._coords(X), b)))
 
 
 def sliced_w1_sphere(mesh, rho, X, weights=None, *, n_projections: int = 100, seed: int = 0) -> float:
@@ -176,6 +190,9 @@ def sample_from_density(mesh, rho, n: int, *, seed: int | None = 0) -> np.ndarra
     a = _masses(mesh, rho)
     rng = np.random.default_rng(seed)
     cells = rng.choice(mesh.n_cells, size=n, p=a)
+    if mesh.d == 2:  # the circle: a point uniform in the cell's arc
+        theta = mesh.phi[cells] + mesh.areas[cells] * rng.random(n)
+        return np.stack([np.cos(theta), np.sin(theta)], axis=1)
     r1 = np.sqrt(rng.random(n))
     r2 = rng.random(n)
     P = mesh.points[mesh.cells[cells]]  # (n, 3, 3)

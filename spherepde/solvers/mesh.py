@@ -47,7 +47,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from spherepde.attention import SUMMATION_MODES
-from spherepde.geometry.protocol import check_dimension, geometry_of
+from spherepde.geometry.protocol import check_dimension, geometry_of, mesh_spacing
 from spherepde.model.clusters import MERGE_ANGLE, cluster_table, weighted_clusters
 from spherepde.model.columns import MESH_COLUMNS
 from spherepde.model.energy import EnergyBalance, state_rates
@@ -157,12 +157,12 @@ class MeshSolver:
         self.velocity, self.order, self.cfl, self.check = velocity, int(order), cfl, bool(check)
         self.velocity_field, self.summation = velocity_field, summation
         self.atoms = bool(atoms)
-        self.points = PointMasses(self.geom, float(np.mean(geom.edge_lengths)), spread=atom_spread, radius=atom_radius,
+        self.points = PointMasses(self.geom, mesh_spacing(geom), spread=atom_spread, radius=atom_radius,
                                   min_mass=atom_min_mass, merge_radius=merge_radius)
         #: implicit integrator: the step proposed for the next step (NaN: not yet chosen)
         self.h_next = float("nan")
         if point_masses is not None:
-            self.points.x, self.points.m = initial_point_masses(*point_masses, atoms=self.atoms)
+            self.points.x, self.points.m = initial_point_masses(*point_masses, atoms=self.atoms, d=geom.d)
         self.rho = initial_density(rho0, self.geom.areas, float(np.sum(self.points.m)))
         self.t, self.step_count, self.dt_last = 0.0, 0, 0.0
         #: floor on the time step: a step below it raises SolverError (0: no floor)
@@ -223,7 +223,7 @@ class MeshSolver:
         sigma = self.path.sigma
         logZ, Ybar, Qbar = cell_fields(g, masses, A, want_q=sigma > 0, summation=self.summation, tol=self.summation_tol,
                                        tol_moments=self.diagnostics_tol)
-        if self._numpy_rates:  # the NumPy route (reference of the fused kernel; tests and benchmarks)
+        if self._numpy_rates or g.d != 3:  # the NumPy route (reference of the fused kernel, which is d = 3 only; the circle)
             rates = self._numpy_route(masses, logZ, Ybar, Qbar, A, V, t)
         else:
             rates = fused_rates(g.nodes, masses, logZ, Ybar, Qbar, V, self.path.drift_at(t), sigma)
@@ -239,13 +239,13 @@ class MeshSolver:
         rates["logZ"] = logZ
         return _Stage(u, rhs, self._bound(u, rho, faces), rates)
 
-    def _numpy_route(self, masses, logZ, Ybar, Qbar, A, V, t) -> dict:
-        """The rates by velocity_from_fields and state_rates, the reference of :func:`~spherepde.model.fused.fused_rates`."""
-        g = self.geom
+    def _numpy_route(self, masses, logZ, Ybar, Qbar, A, V, t, X=None) -> dict:
+        """The rates by velocity_from_fields and state_rates at the nodes or at ``X`` (reference of fused_rates; d != 3)."""
+        X = self.geom.nodes if X is None else X
         Z = np.exp(logZ)
         fields = HeadFields(Z, Ybar * Z[:, :, None], None if Qbar is None else Qbar * Z)
-        v = velocity_from_fields(g.nodes, fields, V)
-        rates = state_rates(g.nodes, masses, fields, A, self.path.drift_at(t), self.path.sigma, v)
+        v = velocity_from_fields(X, fields, V)
+        rates = state_rates(X, masses, fields, A, self.path.drift_at(t), self.path.sigma, v)
         del rates["grad_xi"]
         rates["Phi"] = logZ.mean(axis=1)
         return rates
