@@ -88,6 +88,9 @@ _DELTA_SHARE = 16.0
 _GRID_DEV = 1e-9
 #: Phases e^{iku} are recomputed from cos / sin every this many powers (bounds the recurrence's growth of round-off).
 _RESEED = 16
+#: Kernel loops (sources x coefficients, targets x heads x coefficients) below this much work run on one
+#: thread: their serial time (< ~1 ms) is not worth waking the thread pool (far more on a loaded machine).
+_PARALLEL_MIN_WORK = 1_000_000
 #: Source blocks whose partial coefficients are added in a fixed order (thread-count independent).
 _SOURCE_BLOCKS = 32
 
@@ -289,6 +292,11 @@ def _target_kernel(t, phi, order, coef, tails, emd, rho, rho_rel, mu, wsum, tol,
             bad[i, h] = 0 if 3.0 * eta <= tol * z else 1
 
 
+def _work(work: int) -> int:
+    """The work passed to :func:`spherepde._numba.serial_below`: 0 (serial) below :data:`_PARALLEL_MIN_WORK`."""
+    return work if work >= _PARALLEL_MIN_WORK else 0
+
+
 def source_coefficients(p, w, K2: int) -> np.ndarray:
     """mu_k = sum_j w_j e^{-ik p_j}, k = 0..K2, as an array (K2 + 1, 2) of (re, im); a fixed number
     of source blocks added in a fixed order (the result does not depend on the thread count)."""
@@ -296,7 +304,7 @@ def source_coefficients(p, w, K2: int) -> np.ndarray:
     nb = max(1, min(_SOURCE_BLOCKS, -(-n // 1024)))
     bsize = -(-n // nb)
     out = np.empty((nb, K2 + 1, 2))
-    with serial_below(n * (K2 + 1)):
+    with serial_below(_work(n * (K2 + 1))):
         _source_kernel(np.ascontiguousarray(p, dtype=float), np.ascontiguousarray(w, dtype=float), int(K2), bsize, out,
                        np.empty_like(out))
     mu = out[0].copy()
@@ -423,7 +431,7 @@ def _series_sums(X, Y, w, r, phi, orders, emd, tol, want_q):
     Q = np.empty((m, Hs) if want_q else (0, 0))
     bad = np.zeros((m, Hs), dtype=np.uint8)
     t = np.arctan2(X[:, 1], X[:, 0])
-    with serial_below(m * sum(K + 1 for K in orders)):
+    with serial_below(_work(m * sum(K + 1 for K in orders))):
         _target_kernel(t, np.asarray(phi, float), np.asarray(orders, np.int64), coef, tails, np.asarray(emd, float), rho,
                        rho_rel, mu, float(np.sum(w)), float(tol), bool(want_q), Z, M, Q, bad)
     return Z, M, (Q if want_q else None), bad.astype(bool)

@@ -143,6 +143,48 @@ def test_truncation_bound_holds_and_is_attained(r):
             assert abs(Z[0, 0] - float(Zr[0])) >= 0.5 * T  # the target at the mass: error ~ T itself
 
 
+@pytest.mark.parametrize("fft", [False, True])
+def test_round_off_allowance_against_extended_precision(fft):
+    """Beyond the truncation bound, the series and the FFT err by at most a third of their round-off
+    allowance (sum w rho + rho_rel Z~): point masses (the hardest case) and two clusters, r = 0.5 to 200,
+    every moment, against long double direct sums."""
+    rng = np.random.default_rng(13)
+    n = 1024
+    worst = 0.0
+    for dens in ("point", "two"):
+        for r in (0.5, 5.0, 50.0, 200.0):
+            th = ((np.arange(n) + 0.25) * 2 * np.pi / n)[rng.permutation(n)] if fft else rng.uniform(0, 2 * np.pi, n)
+            Y = _pts(th)
+            X = Y if fft else _pts(rng.uniform(0, 2 * np.pi, 200))
+            if dens == "point":
+                w = np.full(n, 1e-12)
+                w[0] = 1.0
+            else:
+                w = np.exp(8 * (np.cos(th - 1) - 1)) + np.exp(30 * (np.cos(th + 2) - 1)) + 1e-3
+            phi = rng.uniform(-np.pi, np.pi)
+            rr, ph = np.array([r]), np.array([phi])
+            K = circle.choose_order(r, 1e-10)
+            if fft:
+                Z, M, Q = circle._fft_sums(X, Y, w, rr, ph, (circle.uniform_grid(X), circle.uniform_grid(Y)), True)
+                T = 0.0
+            else:
+                Z, M, Q, _ = circle._series_sums(X, Y, w, rr, ph, [K], np.zeros(1), 1e-10, True)
+                T = circle.tail_bound(r, K)
+            sel = np.arange(0, len(X), max(1, len(X) // 200))
+            ld = np.longdouble
+            Xl, Yl = X[sel].astype(ld), Y.astype(ld)
+            a, b = ld(r) * np.cos(ld(phi)), ld(r) * np.sin(ld(phi))
+            E = a * (Xl @ Yl.T) + b * (Xl[:, 1:2] * Yl[:, 0] - Xl[:, 0:1] * Yl[:, 1]) - ld(r)
+            ew = np.exp(E) * w.astype(ld)
+            Zr, Mr, Qr = ew.sum(1), ew @ Yl, (ew * (Xl @ Yl.T) ** 2).sum(1)
+            z = Z[sel, 0]
+            err = np.maximum.reduce([np.abs(z - Zr.astype(float)), np.linalg.norm(M[sel, 0] - Mr.astype(float), axis=1),
+                                     np.abs(Q[sel, 0] - Qr.astype(float))])
+            rho, rho_rel = circle._round_allowance(n, r, fft)
+            worst = max(worst, float(np.max(np.maximum(err - T * w.sum(), 0) / (w.sum() * rho + rho_rel * np.abs(z)))))
+    assert worst <= 1 / 3, worst
+
+
 # ---------------------------------------------------------------- fast vs references
 @pytest.mark.parametrize("r", [0.1, 1.0, 5.0, 30.0, 200.0])
 @pytest.mark.parametrize("tol", [1e-4, 1e-8, 1e-12])
@@ -244,9 +286,12 @@ def test_concentrated_mass_far_targets_are_rechecked():
 
 
 def test_thread_count_does_not_change_the_result():
+    """Large enough for both kernels' parallel regions (circle._PARALLEL_MIN_WORK)."""
     rng = np.random.default_rng(8)
-    X, Y, w = _pts(rng.uniform(0, 7, 3000)), _pts(rng.uniform(0, 7, 5000)), rng.random(5000)
-    A = np.stack([_iso(5.0, 0.1), _iso(50.0, 1.0)])
+    X, Y, w = _pts(rng.uniform(0, 7, 8000)), _pts(rng.uniform(0, 7, 9000)), rng.random(9000)
+    A = np.stack([_iso(50.0, 0.1), _iso(200.0, 1.0)])
+    assert 8000 * (circle.choose_order(50.0, 1e-10) + circle.choose_order(200.0, 1e-10)) >= circle._PARALLEL_MIN_WORK
+    assert 9000 * circle.choose_order(200.0, 1e-10) >= circle._PARALLEL_MIN_WORK
     nt = numba.get_num_threads()
     a = attention_moments(X, Y, w, A, want_q=True, summation="fast")
     numba.set_num_threads(1)
@@ -324,3 +369,15 @@ def test_negative_weights_bad_shapes_and_tol(caplog):
     assert Z.shape == (20, 0) and M.shape == (20, 0, 2)
     Z, M, Q = attention_moments(X[:0], X, np.ones(20), A, want_q=True, summation="fast")
     assert Z.shape == (0, 1) and M.shape == (0, 1, 2) and Q.shape == (0, 1)
+
+
+def test_bench_entry_reports_both_paths_and_their_errors():
+    """``spherepde bench`` entry (f) at a tiny size: both layouts, both paths timed, errors below tol
+    (speed itself is never asserted here)."""
+    from spherepde.studies.benchmarks import bench_circle
+
+    rows = bench_circle(True, sizes=(400,))
+    assert [(x["N"], x["layout"], x["path"]) for x in rows] == [(400, "random", "series"), (400, "grid", "fft")]
+    for x in rows:
+        assert x["t_direct_s"] > 0 and x["t_circle_s"] > 0 and x["speedup"] == x["t_direct_s"] / x["t_circle_s"]
+        assert x["max_err_logZ"] <= 1e-10 and x["max_err_v"] <= 1e-10 and x["order"] == circle.choose_order(5.0, 1e-10)
