@@ -79,7 +79,7 @@ __all__ = ["CircleSumInfo", "K_MAX", "choose_order", "isotropic_parts", "moments
 
 log = logging.getLogger(__name__)
 
-#: Largest series order; a head needing more is summed by FFT (uniform grids) or directly.
+#: Largest series order; a head needing more (r beyond ~2 10^5 at tol = 1e-10) is summed directly.
 K_MAX = 4096
 _U = 2.0**-53
 #: Heads are summed as isotropic (and points taken as on the grid) only while expm1(delta) <= tol / _DELTA_SHARE.
@@ -142,10 +142,10 @@ def choose_order(r: float, tol: float, k_max: int = K_MAX) -> int:
     r = float(r)
     if r <= 0.0:
         return 0
+    if r > 64.0 * k_max:  # T_K(r) ~ exp(-K^2 / 2r) > u for every K <= k_max
+        return -1
     target = max(tol * math.exp(-2.0 * r), _U) / 6.0
-    top = int(r + 40.0 * math.sqrt(r + 1.0)) + 64  # T ~ exp(-K^2 / 2r): far below u long before top
-    if top > k_max + 64:
-        top = k_max + 64
+    top = int(r + 40.0 * math.sqrt(r + 1.0)) + 64  # far below u long before top; r / (2 top + 2) < 1/2
     tails = _tails(r, top)
     ok = np.flatnonzero(tails[: k_max + 1] <= target)
     return int(ok[0]) if ok.size else -1
@@ -213,7 +213,7 @@ def _source_kernel(p, w, K2, bsize, out, comp):  # pragma: no cover - compiled
             er = w[j]
             ei = 0.0
             for k in range(K2 + 1):
-                if k % 16 == 0 and k > 0:  # reseed (see _RESEED)
+                if k % _RESEED == 0 and k > 0:
                     er = w[j] * math.cos(k * p[j])
                     ei = -w[j] * math.sin(k * p[j])
                 _neumaier(s, c, k, 0, er)
@@ -270,7 +270,7 @@ def _target_kernel(t, phi, order, coef, tails, emd, rho, rho_rel, mu, wsum, tol,
             zr = math.cos(u)
             zi = math.sin(u)
             for k in range(K + 1):
-                if k % 16 == 0 and k > 0:
+                if k % _RESEED == 0 and k > 0:
                     cr = math.cos(k * u)
                     ci = math.sin(k * u)
                 er[k] = cr
