@@ -495,8 +495,7 @@ def bench_circle(quick: bool, sizes=(1_000, 10_000), tol: float = 1e-10) -> list
     them; one head A = r I, a clustered density), at random points (Bessel series) and on a
     uniform grid in shuffled order (FFT): times, speed-up, series order, rechecked targets and
     the max error of log Z and of the softmax average Y/Z."""
-    from spherepde.attention import attention_moments
-    from spherepde.attention import circle
+    from spherepde.attention import attention_moments, circle
 
     rng = np.random.default_rng(6)
     out = []

@@ -15,8 +15,7 @@ import numpy as np
 import pytest
 from scipy.special import ive
 
-from spherepde.attention import attention_moments
-from spherepde.attention import circle
+from spherepde.attention import attention_moments, circle
 
 U = 2.0**-53
 
