@@ -1,4 +1,4 @@
-"""The one entry point to the attention sums: direct or spherical-harmonic summation.
+"""The one entry point to the attention sums: direct, spherical-harmonic (S^2) or Bessel/FFT (S^1) summation.
 
 For targets x_i, sources y_j with weights w_j and attention matrices A_h
 (docs/model.md, "Attention sums"):
@@ -7,9 +7,10 @@ For targets x_i, sources y_j with weights w_j and attention matrices A_h
     Q_h(x_i) = sum_j w_j exp(x_i^T A_h y_j) (x_i . y_j)^2.
 
 :func:`attention_moments` chooses between the exact O(m n H) Numba kernels
-(:mod:`spherepde.attention.direct`) and the O((m H + n) L^2) spherical-harmonic expansion
-with a-posteriori error control (:mod:`spherepde.attention.harmonic`), and undoes the
-overflow-safe scaling both of them return.
+(:mod:`spherepde.attention.direct`) and, with a-posteriori error control, the O((m H + n) L^2)
+spherical-harmonic expansion on S^2 (:mod:`spherepde.attention.harmonic`) or the
+O((m H + n) K) Bessel series / O(H n log n) FFT on S^1 (:mod:`spherepde.attention.circle`),
+and undoes the overflow-safe scaling all of them return.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from spherepde._registry import Registry
-from spherepde.attention import harmonic
+from spherepde.attention import circle, harmonic
 from spherepde.attention.direct import direct_scaled
 
 __all__ = ["SUMMATION_MODES", "SummationMode", "attention_moments"]
@@ -43,11 +44,12 @@ def auto_considers_fast(m: int, n: int, H: int) -> bool:
 
 @dataclass(frozen=True)
 class SummationMode:
-    """How :func:`attention_moments` sums: ``tries_fast(m, n, H)`` says whether the
-    spherical-harmonic route is tried for m targets, n sources and H heads (d = 3 with the
-    vectorised kernel only); ``harmonic`` is the ``mode`` that route then runs in
-    (:func:`spherepde.attention.harmonic.moments`: ``"fast"`` keeps to direct sums only where
-    it cannot meet the tolerance, ``"auto"`` also where it is not predicted cheaper)."""
+    """How :func:`attention_moments` sums: ``tries_fast(m, n, H)`` says whether the fast
+    route is tried for m targets, n sources and H heads (d = 3: spherical harmonics, d = 2:
+    Bessel series / FFT; with ``simd`` only); ``harmonic`` is the ``mode`` that route then runs in
+    (:func:`spherepde.attention.harmonic.moments`, :func:`spherepde.attention.circle.moments`:
+    ``"fast"`` keeps to direct sums only where it cannot meet the tolerance, ``"auto"`` also
+    where it is not predicted cheaper)."""
 
     tries_fast: Callable[[int, int, int], bool]
     harmonic: str = "fast"
@@ -57,7 +59,7 @@ class SummationMode:
 #: key ``solver.summation`` name one; each entry is a :class:`SummationMode`.
 SUMMATION_MODES = Registry("summation mode", key="solver.summation")
 SUMMATION_MODES.register("direct", SummationMode(lambda m, n, H: False), about="the exact O(m n H) sums (spherepde.attention.direct)")
-SUMMATION_MODES.register("fast", SummationMode(lambda m, n, H: True, "fast"), about="spherical-harmonic expansion with error control, O((m H + n) L^2)")
+SUMMATION_MODES.register("fast", SummationMode(lambda m, n, H: True, "fast"), about="with error control: spherical harmonics on S^2, O((m H + n) L^2); Bessel series or FFT on S^1")
 SUMMATION_MODES.register("auto", SummationMode(auto_considers_fast, "auto"), about="fast where it meets the tolerance and is predicted cheaper, else direct")
 
 
@@ -80,16 +82,18 @@ def attention_moments(X, Y, w, A, *, want_q: bool = False, log: bool = False, si
         ``False`` forces the scalar online-log-sum-exp kernel (any d, any ||A||) and
         direct summation.
     summation : ``"direct"`` (the exact O(m n H) sums above), ``"fast"`` (d = 3:
-        spherical-harmonic expansion, :mod:`spherepde.attention.harmonic`, O((m H + n) L^2), with
-        relative error of Z and error of Y/Z, Q/Z at most ``tol``; heads or targets where
-        that cannot be guaranteed are summed directly, with a log record) or ``"auto"``
+        spherical-harmonic expansion, :mod:`spherepde.attention.harmonic`, O((m H + n) L^2);
+        d = 2: Bessel series or FFT, :mod:`spherepde.attention.circle`, for heads with A_h in
+        span{I, J}; with relative error of Z and error of Y/Z, Q/Z at most ``tol``; heads or
+        targets where that cannot be guaranteed are summed directly, with a log record) or ``"auto"``
         (default: "fast" where it meets ``tol`` and is predicted to be cheaper, else
         "direct"; small problems are always direct).
     tol : accuracy of the fast path (relative error of Z; error of the softmax
         averages Y/Z and Q/Z, whose norm is at most 1).
     tol_moments : accuracy of Y/Z and Q/Z alone (default ``tol``; at least ``tol``): the
         fast path truncates them at the lower degree this allows (the moments feed only
-        the energy diagnostics where the velocity comes from log Z).
+        the energy diagnostics where the velocity comes from log Z); d = 3 only (on the
+        circle all sums meet ``tol``).
 
     Returns
     -------
@@ -109,7 +113,11 @@ def attention_moments(X, Y, w, A, *, want_q: bool = False, log: bool = False, si
         )
     m, d = X.shape
     H = A.shape[0]
-    if not simd or d != 3 or not how.tries_fast(m, Y.shape[0], H):
+    if simd and d == 2 and how.tries_fast(m, Y.shape[0], H):
+        C, Z, Mom, Q, _info = circle.moments(X, Y, w, A, want_q=want_q, tol=tol, mode=how.harmonic, log_form=log)
+        if log:  # already in log form (log Z, Mom/Z, Q/Z)
+            return Z, Mom, (Q if want_q else None)
+    elif not simd or d != 3 or not how.tries_fast(m, Y.shape[0], H):
         C, Z, Mom, Q = direct_scaled(X, Y, w, A, want_q, simd)
     else:
         C, Z, Mom, Q, _info = harmonic.moments(X, Y, w, A, want_q=want_q, tol=tol, tol_moments=tol_moments, mode=how.harmonic, log_form=log)

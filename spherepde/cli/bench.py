@@ -43,6 +43,10 @@ def _print_report(r: dict) -> None:
         print(f"    {c['cells']:6d} cells: T = 20 path (projected from t = 0) {p['fused']:6.0f} s (NumPy route {p['numpy']:6.0f} s, direct {p['direct']:7.0f} s): "
               f"{c['speedup_vs_numpy']:.1f}x and {c['speedup_vs_direct']:.0f}x; vs direct rho {d['rho_max_rel']:.0e}, E {d['energy_rel']:.0e}, "
               f"G2 {d['G2_rel']:.0e}; time: {share}")
+    print("(f) circle sums (d = 2, log form with Q, A = r I) vs direct, tol 1e-10")
+    for x in r.get("f_circle_sums", []):
+        print(f"    N = {x['N']:6d}  {x['layout']:6s} r = {x['r']:4.0f}: {x['speedup']:7.1f}x  ({x['path']}, order {x['order']}, "
+              f"rechecked {x['rechecked_pairs']}); max err log Z {x['max_err_logZ']:.1e}, v {x['max_err_v']:.1e}")
     print("targets met: " + ", ".join(f"{k} {'yes' if v else ('n/a' if v is None else 'NO')}" for k, v in r["targets_met"].items()))
     print(f"wall time {r['wall_time_s']:.0f} s")
 
@@ -57,7 +61,7 @@ def cmd_bench(args) -> int:
 
 
 def register(sub, common) -> None:
-    b = sub.add_parser("bench", help="performance ratios (direct vs NumPy, fast vs direct, mesh-step scaling, particles)")
+    b = sub.add_parser("bench", help="performance ratios (direct vs NumPy, fast vs direct, mesh-step scaling, particles, circle sums)")
     b.add_argument("--json", action="store_true", help="print the report as JSON")
     b.add_argument("--quick", action="store_true", help="fewer sizes and heads (~20 s instead of ~4 min)")
     common(b)

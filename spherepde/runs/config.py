@@ -126,7 +126,7 @@ class SolverSection:
     cfl: float = _f(0.5, "mesh: CFL number in (0, 1]", gt=0.0, max=1.0)
     tol: float = _f(1e-3, "mesh, integrator 'implicit': local error per step (mass moved, plus mass x displacement of point masses) that sets the step", gt=0.0, max=1.0)
     atoms: bool = _f(False, "mesh, integrator 'implicit': carry collapsed clusters as point masses (merge times free of numerical diffusion; docs/model.md)")
-    summation: str = _f("auto", "mesh: how the attention sums are evaluated (spherepde.attention.SUMMATION_MODES): 'direct' exactly, 'fast' by spherical harmonics (O(N L^2)), 'auto' fast where it pays and meets summation_tol", choices=lambda: SUMMATION_MODES.names(aliases=True))
+    summation: str = _f("auto", "mesh: how the attention sums are evaluated (spherepde.attention.SUMMATION_MODES): 'direct' exactly, 'fast' by spherical harmonics on S^2 (O(N L^2)) or Bessel series / FFT on S^1, 'auto' fast where it pays and meets summation_tol", choices=lambda: SUMMATION_MODES.names(aliases=True))
     summation_tol: float = _f(1e-10, "mesh: accuracy of the fast sums (relative error of Z_h and error of the softmax average)", gt=0.0)
     diagnostics_tol: float = _f(1e-6, "mesh: accuracy of the fast sums' moments Y_h/Z_h and Q_h/Z_h, which feed only the energy diagnostics (G2, d_tE, martingale), not the potential velocity; taken as summation_tol when smaller", gt=0.0)
 

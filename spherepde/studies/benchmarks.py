@@ -11,7 +11,10 @@
 (d) one step of the particle solver on the paper's experiment (n = 200, H = 100,
     Euler, OU weights) against a plain batched NumPy implementation of the same update;
 (e) the density-level paper study at H = 100 (:func:`bench_density_study`): the fused
-    mesh route against the NumPy route and direct summation, per step and per T = 20 path.
+    mesh route against the NumPy route and direct summation, per step and per T = 20 path;
+(f) the attention sums on the circle (d = 2, :mod:`spherepde.attention.circle`; Bessel series
+    at random points, FFT on a uniform grid) against direct summation at 1,000 and 10,000
+    points, with the max error of log Z and of the softmax average (:func:`bench_circle`).
 
 Times are minima over repeats in which both contenders run alternately (so a loaded
 machine slows both alike); only the ratios are meant to be compared across machines.
@@ -487,6 +490,35 @@ def bench_density_study(quick: bool, *, levels=None, H: int = 100, steps: int | 
     return {"cases": rows, "goal_T20_s": 300.0}
 
 
+def bench_circle(quick: bool, sizes=(1_000, 10_000), tol: float = 1e-10) -> list[dict]:
+    """(f) circle sums against direct summation side by side (log form with Q, as the solvers call
+    them; one head A = r I, a clustered density), at random points (Bessel series) and on a
+    uniform grid in shuffled order (FFT): times, speed-up, series order, rechecked targets and
+    the max error of log Z and of the softmax average Y/Z."""
+    from spherepde.attention import attention_moments, circle
+
+    rng = np.random.default_rng(6)
+    out = []
+    for n in sizes:
+        for layout in ("random", "grid"):
+            th = rng.uniform(0.0, 2 * np.pi, n) if layout == "random" else ((np.arange(n) + 0.5) * 2 * np.pi / n)[rng.permutation(n)]
+            X = np.ascontiguousarray(np.stack([np.cos(th), np.sin(th)], axis=1))
+            w = np.exp(5.0 * (np.cos(th - 1.0) - 1.0)) + 0.5 * np.exp(20.0 * (np.cos(th + 2.0) - 1.0)) + 1e-3
+            w /= w.sum()
+            for r in ((5.0,) if quick else (5.0, 50.0)):
+                A = r * np.eye(2)[None]
+                res = {}
+                td, tf = _side_by_side(lambda: res.__setitem__("d", attention_moments(X, X, w, A, want_q=True, log=True, summation="direct")),
+                                       lambda: res.__setitem__("f", attention_moments(X, X, w, A, want_q=True, log=True, summation="fast", tol=tol)),
+                                       2 if n > 5000 else 3)
+                *_, info = circle.moments(X, X, w, A, want_q=True, tol=tol, log_form=True)
+                (ld, md, _), (lf, mf, _) = res["d"], res["f"]
+                out.append({"N": n, "layout": layout, "r": r, "H": 1, "tol": tol, "t_direct_s": td, "t_circle_s": tf, "speedup": td / tf,
+                            "path": "fft" if info.fft_heads else "series", "order": info.orders[0], "rechecked_pairs": info.n_rechecked,
+                            "max_err_logZ": float(np.max(np.abs(lf - ld))), "max_err_v": float(np.max(np.linalg.norm(mf - md, axis=-1)))})
+    return out
+
+
 #: The report's parts in the order they run: (key, progress line, benchmark taking ``quick``).
 _PARTS = (
     ("a_direct_vs_numpy", "(a) direct kernel vs NumPy ...", bench_direct_vs_numpy),
@@ -495,11 +527,12 @@ _PARTS = (
     ("c_mesh_step_scaling", "(c) mesh-solver step vs cells ...", bench_mesh_scaling),
     ("d_particles", "(d) particle solver vs NumPy ...", bench_particles),
     ("e_density_study", "(e) density-level paper study, H = 100 ...", bench_density_study),
+    ("f_circle_sums", "(f) circle sums vs direct ...", bench_circle),
 )
 
 
 def run_benchmarks(quick: bool = False, progress=None) -> dict:
-    """Every part of :data:`_PARTS` (figures (a) to (e)) and the targets met, as a JSON-serialisable dict."""
+    """Every part of :data:`_PARTS` (figures (a) to (f)) and the targets met, as a JSON-serialisable dict."""
     say = progress or (lambda msg: None)
     from spherepde.attention import attention_moments
     from spherepde.attention import harmonic as fastsum
@@ -508,6 +541,8 @@ def run_benchmarks(quick: bool = False, progress=None) -> dict:
     x = _points(4)
     attention_moments(x, x, np.ones(len(x)), np.eye(3)[None], want_q=True, summation="fast")
     attention_moments(x, x, np.ones(len(x)), np.eye(3)[None], want_q=False, summation="fast")
+    c = np.ascontiguousarray(x[:, :2] / np.linalg.norm(x[:, :2], axis=1, keepdims=True))
+    attention_moments(c, c, np.ones(len(c)), np.eye(2)[None], want_q=True, summation="fast")
     report = {"machine": _machine(), "quick": bool(quick)}
     t0 = time.perf_counter()
     for key, what, bench in _PARTS:
