@@ -144,3 +144,20 @@ def test_cli_refuses_an_unknown_attention_in_one_line(capsys, tmp_path):
     line = one_line_error(err)
     assert code == 2 and "model.attention" in line and "'softmax', 'unnormalised'" in line
     assert not (tmp_path / "x").exists()
+
+
+@pytest.mark.parametrize("sign", [-1.0, 1.0])
+def test_mesh_energy_is_monotone_for_three_frozen_heads(sign):
+    """The potential flux in xi makes every edge term of dE/dt have the sign of s for every H (docs/model.md
+    "Unnormalised attention"): three frozen random symmetric heads, the energy moves one way at every step."""
+    mesh = sp.icosphere(4)
+    rho = dens.vmf_mixture(mesh, [[0.0, 0.0, 1.0], [1.0, 0.0, 0.2]], [6.0, 10.0])
+    path = sp.generate_weight_path(sp.FrozenProcess(), H=3, d=3, T=0.2, dt=0.05, seed=3, sign=sign)
+    ms = MeshSolver(mesh, rho, path, attention=USA)
+    E = [ms.record()["energy"]]
+    while ms.t < 0.1:
+        ms.step(0.1)
+        E.append(ms.record()["energy"])
+        assert sign * ms._current().rates["transport"] > 0
+    dE = np.diff(E)
+    assert len(dE) >= 4 and np.all(sign * dE > 0), dE
