@@ -161,3 +161,19 @@ def test_mesh_energy_is_monotone_for_three_frozen_heads(sign):
         assert sign * ms._current().rates["transport"] > 0
     dE = np.diff(E)
     assert len(dE) >= 4 and np.all(sign * dE > 0), dE
+
+
+def test_compare_warns_when_the_runs_use_different_attention(capsys, tmp_path):
+    """Two token runs on one weight path, softmax and USA: ``spherepde compare`` compares them and says the
+    differences are the models' (one WARNING line in its report), not a solver's error."""
+    base = ["--example", "clustering-particles", "-q", "--set", "initial.n=20", "--set", "solver.T=0.1", "--set", "output.vtk=false",
+            "--set", "output.record_dt=0.05", "--set", "output.snapshot_dt=0.05"]
+    assert cli(capsys, "run", *base, "--out", tmp_path / "soft")[0] == 0
+    path = tmp_path / "soft" / "weights.npz"
+    code, _, err = cli(capsys, "run", *base, "--out", tmp_path / "usa", "--set", "model.attention=unnormalised",
+                       "--set", "weights.process=file", "--set", f"weights.path_file={path}")
+    assert code == 0, err
+    code, _, err = cli(capsys, "compare", tmp_path / "soft", tmp_path / "usa", "--out", tmp_path / "cmp")
+    assert code == 0, err
+    report = "\n".join(p.read_text() for p in (tmp_path / "cmp").glob("*.md"))
+    assert "different attention (softmax vs unnormalised" in report
