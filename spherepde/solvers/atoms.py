@@ -371,7 +371,8 @@ def merge_time_in_step(step: _StepPath, i: int, j: int, radius: float) -> float:
     The step's interpolant of the pair's angle: the cubic Hermite interpolant of log theta in time with the
     values and slopes d log theta/dt = theta'/theta at both ends (theta' from the positions and velocities of
     the step's ends, :func:`_angle_and_rate`). It is exact for theta = theta0 e^{-lambda t}, the approach of two
-    point masses (d theta/dt = -beta theta near theta = 0 for one head D = beta I, docs/model.md §4.6). The first
+    point masses (d theta/dt = -beta theta near theta = 0 for one head D = beta I, docs/model.md §4.6;
+    -beta (m1 + m2) e^beta theta with unnormalised attention, §8.5). The first
     crossing is bracketed on 64 sub-intervals and bisected to round-off. Without a crossing (the pair was
     within ``radius`` at t0, or absorbing cells moved it there at t1): t0 if theta(t0) < radius, else t1.
     """
