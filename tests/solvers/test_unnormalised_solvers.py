@@ -55,13 +55,13 @@ def _mesh_rates(level, heads, c, velocity, beta=2.0, eps=1e-4, T=0.1, pdt=0.025)
 def test_mesh_growth_rates_are_the_unnormalised_ones(heads, c, velocity):
     """Measured relative errors on icosphere 8 (l = 1..4): gradient s = +1 1.3e-3 4.5e-3 5.8e-3 2.3e-3, s = -1
     1.3e-3 4.7e-3 5.8e-3 3.5e-4, general (midpoint) 9.7e-4 3.6e-3 8.2e-4 1.25e-2; the softmax rates differ from
-    these by the factor i_0(2) = 2.28, so the check separates the two kinds."""
+    these by the factor i_0(2) = sinh(2)/2 = 1.81, so the check separates the two kinds."""
     beta = 2.0
     rates = _mesh_rates(8, heads, c, velocity, beta)
     usa = np.array([linear_rate(l, beta, c, attention=USA) for l, _ in MODES])
     err = np.abs(rates - usa) / np.abs(usa)
     assert np.all(err < 2e-2), (rates, usa, err)
-    assert spherical_in(0, beta) > 2.2  # the softmax rates are this factor smaller
+    assert spherical_in(0, beta) > 1.8  # the softmax rates are this factor smaller
 
 
 def _legendre_lattice(n, l, eps):
@@ -82,7 +82,7 @@ def _legendre_lattice(n, l, eps):
 def test_token_moment_grows_at_the_unnormalised_rate(l):
     """n = 3000 tokens, one gradient head D = 2 I, s = +1: the moment sum_i P_l(z_i)/n of a lattice of
     (1 + eps P_l)/(4 pi) minus that of the unperturbed lattice grows at gamma_l^USA = l(l+1) i_l(2)
-    (measured relative errors 6e-5 for l = 1, 1.5e-4 for l = 2; softmax's rate is 2.28 times smaller)."""
+    (measured relative errors 6e-5 for l = 1, 1.5e-4 for l = 2; softmax's rate is 1.81 times smaller)."""
     beta, eps, T, dt, n = 2.0, 1e-3, 0.4, 0.01, 3000
     path = sp.generate_weight_path(sp.FrozenProcess(), H=1, d=3, T=T, dt=dt, init="beta", beta=beta, sign=1.0)
     runs = [ParticleSolver(_legendre_lattice(n, l, e), path, integrator="heun", attention=USA) for e in (eps, 0.0)]
