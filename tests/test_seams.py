@@ -27,7 +27,7 @@ SEAMS = {
     "time stepper": ("solvers/integrators.py", "solver.integrator"),
     "geometry": ("geometry/protocol.py", "mesh.kind"),
     "summation mode": ("attention/sums.py", "solver.summation"),
-    "attention kind": ("model/velocity.py", None),
+    "attention kind": ("model/velocity.py", "model.attention"),
 }
 
 

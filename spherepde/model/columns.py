@@ -74,7 +74,8 @@ _QUANTITIES = (
     Column("dEdt_partial", "partial time derivative of E through the weights, with the Ito correction", energy=True),
     Column("martingale", "martingale term M_t of the energy balance (Ito, left point)", energy=True),
     Column("transport", "transport term int grad(dE/dmu) . v dmu", energy=True),
-    Column("G2", "metric slope G^2 (harmonic-mean mobility; mesh: at the cell nodes, the estimate of the continuum value)", energy=True,
+    Column("G2", "metric slope G^2 (softmax: harmonic-mean mobility; unnormalised attention: int |v|^2 dmu, mobility 1; mesh: at the "
+                 "cell nodes, the estimate of the continuum value)", energy=True,
            symbol=r"$G^2(t)$", axis=r"$G^2$ (metric slope)"),
     Column("int_dEdt", "time integral of dEdt_partial", energy=True),
     Column("int_transport", "time integral of the transport term", energy=True),
@@ -100,7 +101,8 @@ _QUANTITIES = (
     Column("n_clusters", "number of clusters: single-linkage groups at chordal distance 0.1 holding at least 1 % of the mass "
                          "(tokens; mesh: point masses and cells denser than 5/(4 pi))",
            symbol="clusters (groups with >= 1 % of the mass)", axis="number of clusters"),
-    Column("G2_scheme", "mesh: the scheme's own metric slope (edge fluxes), the G^2 of the paper-form balance edi_paper", energy=True),
+    Column("G2_scheme", "mesh: the scheme's own metric slope (edge fluxes; mobility 1 with unnormalised attention), the G^2 of the "
+                        "paper-form balance edi_paper", energy=True),
     Column("int_G2_scheme", "mesh: time integral of G2_scheme", energy=True),
     Column("atom_mass", "mesh: mass carried by point masses (collapsed clusters, solver.atoms)"),
     Column("l1_hist", "L1 distance between the density and the smoothed token histogram", compare=False,

@@ -14,6 +14,13 @@ For gradient heads (A_h = D_h, V_h = s D_h):
     transport = sum_i w_i grad xi(x_i) . v(x_i)     (chain-rule term)
     G2       = sum_i w_i |v(x_i)|^2 / ((1/H) sum_h 1/Z_h(x_i))   (harmonic-mean mobility)
 
+Unnormalised attention (``attention="unnormalised"``, docs/model.md "Unnormalised attention"):
+v = (1/H) sum_h P_x V_h Y_h(x) = s grad_S xi, the mobility is 1 for every head and
+
+    G2       = sum_i w_i |v(x_i)|^2,   transport = s G2   (exactly, for every H)
+
+(E, d_tE, the martingale and grad xi are the same functions of the measure for both kinds).
+
 with Y_h(x) = sum_j w_j e^{x D_h x_j} x_j (see :mod:`spherepde.attention.direct`).
 
 The running balance (:class:`EnergyBalance`) reports the residuals (J_t: the energy of
@@ -39,7 +46,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from spherepde.model.columns import ENERGY_COLUMNS
-from spherepde.model.velocity import HeadFields, project
+from spherepde.model.velocity import DEFAULT_ATTENTION, HeadFields, is_normalised, project
 
 __all__ = [
     "state_rates",
@@ -51,7 +58,7 @@ __all__ = [
 ]
 
 
-def state_rates(X, w, fields: HeadFields, D, f, sigma: float, v=None) -> dict:
+def state_rates(X, w, fields: HeadFields, D, f, sigma: float, v=None, *, attention: str = DEFAULT_ATTENTION) -> dict:
     """Instantaneous energy quantities of a weighted cloud for gradient heads.
 
     Parameters
@@ -61,6 +68,8 @@ def state_rates(X, w, fields: HeadFields, D, f, sigma: float, v=None) -> dict:
     D : (H, d, d) symmetric matrices; f : (H, d, d) drift f_h(D_h, t); sigma : noise level.
     v : (n, d) velocity at X (computed from the fields with V = s D when omitted is not
         possible, so pass it).
+    attention : the attention kind of ``v`` (:data:`~spherepde.model.velocity.ATTENTION_KINDS`): it sets
+        the mobility of G2, (1/H) sum_h 1/Z_h for softmax, 1 for unnormalised attention.
 
     Returns
     -------
@@ -79,8 +88,11 @@ def state_rates(X, w, fields: HeadFields, D, f, sigma: float, v=None) -> dict:
     dEdt /= 2 * H
     grad_xi = project(X, np.einsum("hde,ihe->id", D, Y, optimize=True) / H)
     transport = float(np.sum(w * np.sum(grad_xi * v, axis=1)))
-    mobility = np.mean(1.0 / Z, axis=1)  # (1/H) sum_h 1/Z_h
-    G2 = float(np.sum(w * np.sum(v * v, axis=1) / mobility))
+    if is_normalised(attention):
+        mobility = np.mean(1.0 / Z, axis=1)  # (1/H) sum_h 1/Z_h
+        G2 = float(np.sum(w * np.sum(v * v, axis=1) / mobility))
+    else:  # unnormalised attention: mobility 1
+        G2 = float(np.sum(w * np.sum(v * v, axis=1)))
     return {
         "energy": energy,
         "dEdt_partial": float(dEdt),

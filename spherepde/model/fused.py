@@ -8,9 +8,9 @@ points x_i with weights w_i) without forming any (n, H) temporary:
 
     Phi(x_i)  = (1/H) sum_h log Z_h(x_i)                 (v = s grad_S Phi for gradient heads)
     xi(x_i)   = (1/H) sum_h Z_h(x_i)                     (dE/dmu)
-    v(x_i)    = (1/H) sum_h P_x V_h Ybar_h(x_i)
+    v(x_i)    = (1/H) sum_h P_x V_h Ybar_h(x_i)         (unnormalised attention: Ybar_h -> Z_h Ybar_h)
     E         = (1/(2H)) sum_i w_i sum_h Z_h(x_i)
-    G2        = sum_i w_i |v(x_i)|^2 / ((1/H) sum_h 1/Z_h(x_i))
+    G2        = sum_i w_i |v(x_i)|^2 / ((1/H) sum_h 1/Z_h(x_i))   (unnormalised attention: mobility 1)
     M_h       = sum_i w_i Z_h(x_i) x_i Ybar_h(x_i)^T     (3 x 3; = sum_ij w_i w_j e^{x_i D_h x_j} x_i x_j^T)
     d_tE      = (1/(2H)) [ sum_h <f_h, M_h> + (sigma^2/4) sum_i w_i sum_h Z_h (1 + Qbar_h) ]
     dM-term   = (1/(2H)) sum_h <dM_h, M_h>               (Ito martingale increment, :func:`martingale_from_moments`)
@@ -36,7 +36,7 @@ _CHUNKS = 32
 
 
 @njit(parallel=True)
-def _rates_kernel(X, w, logZ, Ybar, Qbar, want_q, V, Phi, xi, part, Mpart):  # pragma: no cover - compiled
+def _rates_kernel(X, w, logZ, Ybar, Qbar, want_q, unnorm, V, Phi, xi, part, Mpart):  # pragma: no cover - compiled
     n, H = logZ.shape
     nch = part.shape[0]
     csize = (n + nch - 1) // nch
@@ -66,9 +66,14 @@ def _rates_kernel(X, w, logZ, Ybar, Qbar, want_q, V, Phi, xi, part, Mpart):  # p
                 y0 = Ybar[i, h, 0]
                 y1 = Ybar[i, h, 1]
                 y2 = Ybar[i, h, 2]
-                a0 += V[h, 0, 0] * y0 + V[h, 0, 1] * y1 + V[h, 0, 2] * y2
-                a1 += V[h, 1, 0] * y0 + V[h, 1, 1] * y1 + V[h, 1, 2] * y2
-                a2 += V[h, 2, 0] * y0 + V[h, 2, 1] * y1 + V[h, 2, 2] * y2
+                if unnorm:  # unnormalised attention: a_h = V_h Y_h = Z_h V_h Ybar_h
+                    a0 += z * (V[h, 0, 0] * y0 + V[h, 0, 1] * y1 + V[h, 0, 2] * y2)
+                    a1 += z * (V[h, 1, 0] * y0 + V[h, 1, 1] * y1 + V[h, 1, 2] * y2)
+                    a2 += z * (V[h, 2, 0] * y0 + V[h, 2, 1] * y1 + V[h, 2, 2] * y2)
+                else:
+                    a0 += V[h, 0, 0] * y0 + V[h, 0, 1] * y1 + V[h, 0, 2] * y2
+                    a1 += V[h, 1, 0] * y0 + V[h, 1, 1] * y1 + V[h, 1, 2] * y2
+                    a2 += V[h, 2, 0] * y0 + V[h, 2, 1] * y1 + V[h, 2, 2] * y2
                 wz = wi * z
                 u0 = wz * x0
                 u1 = wz * x1
@@ -93,7 +98,10 @@ def _rates_kernel(X, w, logZ, Ybar, Qbar, want_q, V, Phi, xi, part, Mpart):  # p
             v0 = a0 - ax * x0
             v1 = a1 - ax * x1
             v2 = a2 - ax * x2
-            g2 += wi * (v0 * v0 + v1 * v1 + v2 * v2) / (mob / H)
+            if unnorm:  # mobility 1
+                g2 += wi * (v0 * v0 + v1 * v1 + v2 * v2)
+            else:
+                g2 += wi * (v0 * v0 + v1 * v1 + v2 * v2) / (mob / H)
             e_sum += wi * zs
             q_sum += wi * qz
         part[c, 0] = e_sum
@@ -101,7 +109,7 @@ def _rates_kernel(X, w, logZ, Ybar, Qbar, want_q, V, Phi, xi, part, Mpart):  # p
         part[c, 2] = g2
 
 
-def fused_rates(X, w, logZ, Ybar, Qbar, V, f, sigma: float) -> dict:
+def fused_rates(X, w, logZ, Ybar, Qbar, V, f, sigma: float, *, normalised: bool = True) -> dict:
     """Energy quantities of a weighted cloud from the log-form head fields (module docstring).
 
     Parameters
@@ -111,6 +119,8 @@ def fused_rates(X, w, logZ, Ybar, Qbar, V, f, sigma: float) -> dict:
         None (needed when sigma > 0).
     V : (H, 3, 3) value matrices (s D_h for gradient heads); f : (H, 3, 3) drift f_h(D_h, t).
     sigma : noise level of the weight process (Ito correction sigma^2/4 (Z_h + Q_h)).
+    normalised : softmax attention (True) or unnormalised attention (False: v = (1/H) sum_h P_x V_h Y_h
+        and G2 = sum_i w_i |v(x_i)|^2, mobility 1; docs/model.md "Unnormalised attention").
 
     Returns
     -------
@@ -132,7 +142,7 @@ def fused_rates(X, w, logZ, Ybar, Qbar, V, f, sigma: float) -> dict:
     part = np.empty((_CHUNKS, 3))
     Mpart = np.zeros((_CHUNKS, H, 3, 3))
     with serial_below(n * H):
-        _rates_kernel(X, w, logZ, Ybar, Qbar, want_q, np.ascontiguousarray(V, dtype=np.float64), Phi, xi, part, Mpart)
+        _rates_kernel(X, w, logZ, Ybar, Qbar, want_q, not normalised, np.ascontiguousarray(V, dtype=np.float64), Phi, xi, part, Mpart)
     M = Mpart[0].copy()
     for c in range(1, _CHUNKS):  # fixed order
         M += Mpart[c]

@@ -4,7 +4,9 @@ For a weighted point cloud (x_i, w_i) -- tokens with w_i = 1/n, or mesh cells wi
 their masses m_c = rho_c |C_c| -- and heads (A_h, V_h):
 
     Z_h(x) = sum_j w_j e^{x A_h x_j},   Y_h(x) = sum_j w_j e^{x A_h x_j} x_j
-    v(x)   = (1/H) sum_h P_x V_h Y_h(x) / Z_h(x)      (P_x = I - x x^T)
+    v(x)   = (1/H) sum_h P_x V_h Y_h(x) / Z_h(x)      (P_x = I - x x^T; softmax attention)
+    v(x)   = (1/H) sum_h P_x V_h Y_h(x)               (unnormalised attention, docs/model.md
+                                                       "Unnormalised attention")
 
 The velocity is the model's: both solvers transport with it, and the energy balance
 (:mod:`spherepde.model.energy`) is evaluated on the same head fields.
@@ -19,7 +21,8 @@ import numpy as np
 from spherepde._registry import Registry
 from spherepde.attention import attention_moments
 
-__all__ = ["ATTENTION_KINDS", "HeadFields", "head_fields", "softmax_heads", "velocity_from_fields", "project"]
+__all__ = ["ATTENTION_KINDS", "DEFAULT_ATTENTION", "HeadFields", "head_fields", "is_normalised", "softmax_heads", "unnormalised_heads",
+           "velocity_from_fields", "project"]
 
 
 @dataclass
@@ -46,19 +49,40 @@ def project(X, vec):
 #: The attention kinds: how a head turns its sums into the value it transports with. An entry is
 #: a function ``(fields, V) -> a`` of :class:`HeadFields` and the value matrices V (H, d, d)
 #: returning the per-head ambient vectors a_h(x), shape (n, H, d); the velocity is
-#: v(x) = (1/H) sum_h P_x a_h(x). ``softmax`` is the model's (normalised by Z_h); an
-#: unnormalised kind would register a_h = V_h Y_h.
-ATTENTION_KINDS = Registry("attention kind")
+#: v(x) = (1/H) sum_h P_x a_h(x). ``softmax`` is the model's (normalised by Z_h);
+#: ``unnormalised`` drops the division (a_h = V_h Y_h). Each entry carries ``normalised`` (info):
+#: whether a_h is divided by Z_h, which fixes the energy structure of gradient heads (softmax:
+#: v = s grad_S Phi, Phi = (1/H) sum_h log Z_h, mobility 1/Z_h per head; unnormalised: v = s grad_S xi,
+#: xi = (1/H) sum_h Z_h, mobility 1; docs/model.md "Unnormalised attention"). The config key
+#: ``model.attention`` names one.
+ATTENTION_KINDS = Registry("attention kind", key="model.attention")
+
+#: The attention of a run unless told otherwise (every result before the key existed is softmax's).
+DEFAULT_ATTENTION = "softmax"
 
 
-@ATTENTION_KINDS.register("softmax", about="a_h(x) = V_h Y_h(x) / Z_h(x), the softmax average (docs/model.md §1)")
+@ATTENTION_KINDS.register("softmax", about="a_h(x) = V_h Y_h(x) / Z_h(x), the softmax average (docs/model.md §1)", normalised=True)
 def softmax_heads(fields: HeadFields, V) -> np.ndarray:
     """a_h(x) = V_h Y_h(x) / Z_h(x), shape (n, H, d)."""
     return np.einsum("hkl,ihl->ihk", V, fields.Y) / fields.Z[:, :, None]
 
 
-def velocity_from_fields(X, fields: HeadFields, V, *, kind: str = "softmax") -> np.ndarray:
+@ATTENTION_KINDS.register("unnormalised", about="a_h(x) = V_h Y_h(x), no division by Z_h (unnormalised attention, "
+                                                 "docs/model.md \"Unnormalised attention\")", normalised=False)
+def unnormalised_heads(fields: HeadFields, V) -> np.ndarray:
+    """a_h(x) = V_h Y_h(x), shape (n, H, d)."""
+    return np.einsum("hkl,ihl->ihk", V, fields.Y)
+
+
+def is_normalised(kind: str) -> bool:
+    """Whether the attention kind ``kind`` divides by Z_h (softmax) or not (unnormalised); ValueError
+    naming the choices for an unknown kind."""
+    return bool(ATTENTION_KINDS.entry(kind).info.get("normalised", True))
+
+
+def velocity_from_fields(X, fields: HeadFields, V, *, kind: str = DEFAULT_ATTENTION) -> np.ndarray:
     """v(x) = (1/H) sum_h P_x a_h(x), shape (n, d), with a_h of the attention kind ``kind``
-    (:data:`ATTENTION_KINDS`; ``softmax``: a_h = V_h Y_h / Z_h, docs/model.md §1)."""
+    (:data:`ATTENTION_KINDS`; ``softmax``: a_h = V_h Y_h / Z_h, docs/model.md §1;
+    ``unnormalised``: a_h = V_h Y_h)."""
     a = ATTENTION_KINDS.get(kind)(fields, V)
     return project(X, a.mean(axis=1))

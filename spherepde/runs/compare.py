@@ -386,7 +386,9 @@ def _tracks(folders):
         trs = solver_tracks(s, name)
         tracks += trs
         kinds.append(kind)
-        runs.append({"folder": str(folder.resolve()), "name": name, "kind": kind, "solver": run_config(folder).get("run", {}).get("solver"),
+        cfg = run_config(folder)
+        runs.append({"folder": str(folder.resolve()), "name": name, "kind": kind, "solver": cfg.get("run", {}).get("solver"),
+                     "attention": cfg.get("model", {}).get("attention", "softmax"),
                      "label": s.label, "paths": s.n_paths if s.is_ensemble else 1, "tracks": [t.label for t in trs]})
     return tracks, runs, kinds
 
@@ -463,6 +465,12 @@ def comparison(folders, out=None, *, force: bool = False, dpi: int = 150) -> Com
         if not force:
             raise CompareError(msg + " -- branch the second run from the first one's weights.npz (--set weights.process=file --set weights.path_file=RUN/weights.npz), or pass --force to compare anyway")
         msg += "; the differences mix the solvers' error with the difference of the weights"
+        warnings.append("WARNING: " + msg)
+        log.warning("%s", msg)
+    kinds_of_attention = sorted({r["attention"] for r in runs})
+    if len(kinds_of_attention) > 1:  # a legitimate comparison of two models, never of two solvers of one
+        msg = (f"the runs use different attention ({' vs '.join(kinds_of_attention)}, model.attention): the differences are "
+               "those of the two models, not errors of a solver")
         warnings.append("WARNING: " + msg)
         log.warning("%s", msg)
     tgrid, index, alignment = _align(tracks)

@@ -26,6 +26,7 @@ from spherepde._base import ConfigError, available_memory, format_bytes, load_ar
 from spherepde.attention.sums import SUMMATION_MODES
 from spherepde.geometry.protocol import GEOMETRIES, check_dimension, geometry_dimension
 from spherepde.model.columns import SOLVERS
+from spherepde.model.velocity import ATTENTION_KINDS
 from spherepde.model.weights import PROCESSES, configurable_processes
 from spherepde.solvers.integrators import OptionError, get_stepper, integrator_names
 
@@ -68,6 +69,7 @@ class ModelSection:
     H: int = _f(4, "number of heads (velocities are averaged over heads)", min=1)
     heads: str = _f("gradient", "'gradient' (A = D, V = s D, energy defined) or 'general' (A, V evolve separately)", choices=("gradient", "general"))
     sign: int = _f(-1, "s = -1: the paper's energy-descent convention; s = +1: clustering (attention) convention", choices=(-1, 1))
+    attention: str = _f("softmax", "attention kind (spherepde.model.velocity.ATTENTION_KINDS): 'softmax' a_h = V_h Y_h / Z_h (the paper's), 'unnormalised' a_h = V_h Y_h (no division by Z_h; gradient heads: the plain W2 gradient flow of E, mobility 1); both solvers", choices=lambda: ATTENTION_KINDS.names(aliases=True))
 
 
 @dataclass(frozen=True)

@@ -321,7 +321,7 @@ def _particle_step(cfg: Config, path: WeightPath) -> float | None:
     from spherepde.solvers.particles import particle_step
 
     user = cfg.solver.dt if cfg.run.solver == "particles" and cfg.solver.dt else None
-    dt = particle_step(path, user)
+    dt = particle_step(path, user, attention=cfg.model.attention)
     _refuse_step_count(cfg, cfg.solver.T / dt, f"the token step {dt:.3g} (a token moves at most 0.2 rad per step)")
     return None if user is None and dt == path.dt else dt
 
@@ -351,7 +351,7 @@ def build_solver(cfg: Config, path: WeightPath, *, mesh=None):
         from spherepde.solvers.particles import ParticleSolver
 
         X0, w0 = build_token_start(cfg)
-        return ParticleSolver(X0, path, dt=_particle_step(cfg, path), integrator=cfg.integrator, weights=w0)
+        return ParticleSolver(X0, path, dt=_particle_step(cfg, path), integrator=cfg.integrator, weights=w0, attention=cfg.model.attention)
     from spherepde.solvers.mesh import MeshSolver
 
     mesh = mesh if mesh is not None else build_mesh(cfg)
@@ -360,7 +360,7 @@ def build_solver(cfg: Config, path: WeightPath, *, mesh=None):
         mesh, rho0, path, point_masses=point_masses, velocity=cfg.solver.velocity, order=cfg.solver.order,
         integrator=cfg.integrator, cfl=cfg.solver.cfl, dt=(cfg.solver.dt or None) if cfg.run.solver == "mesh" else None,
         summation=cfg.solver.summation, summation_tol=cfg.solver.summation_tol, diagnostics_tol=cfg.solver.diagnostics_tol,
-        tol=cfg.solver.tol, atoms=cfg.solver.atoms,
+        tol=cfg.solver.tol, atoms=cfg.solver.atoms, attention=cfg.model.attention,
     )
     ms.dt_min = DT_FLOOR * cfg.solver.T
     if cfg.run.solver == "both":
@@ -659,6 +659,7 @@ def _write_summary(rf: RunFolder, cfg: Config, status: str, wall: float, extra: 
     summary = {
         "status": status,
         "solver": cfg.run.solver,
+        "attention": cfg.model.attention,
         "seed": cfg.weights.seed,
         "wall_time_s": wall,
         "session_wall_time_s": wall if session is None else session,

@@ -7,8 +7,8 @@ their merge events:
 * **collapse / absorb / merge** (:meth:`PointMasses.collapse`) after every step;
 * **evaluate** (:meth:`PointMasses.evaluate`): cells and point masses are sources and targets
   of the same attention sums; a point mass moves with the token velocity
-  v(y_k) = (1/H) sum_h P_y V_h Y_h/Z_h, computed by the tokens' code
-  (:func:`spherepde.model.velocity.velocity_from_fields`);
+  v(y_k) = (1/H) sum_h P_y V_h Y_h/Z_h (unnormalised attention: without / Z_h), computed by the
+  tokens' code (:func:`spherepde.model.velocity.velocity_from_fields`);
 * **move** with the stepper that carries them (:meth:`predict`, :meth:`correct`, :meth:`error`:
   Euler predictor, Heun corrector and the local error of the positions);
 * **deposit** (:meth:`PointMasses.deposit`): each point mass drawn in the cell whose node is nearest.
@@ -28,7 +28,7 @@ from spherepde.attention import attention_moments
 from spherepde.geometry.protocol import local_maxima
 from spherepde.model.clusters import MERGE_ANGLE
 from spherepde.model.fused import fused_rates
-from spherepde.model.velocity import HeadFields, project, velocity_from_fields
+from spherepde.model.velocity import DEFAULT_ATTENTION, HeadFields, is_normalised, project, velocity_from_fields
 from spherepde.solvers.errors import positive
 from spherepde.solvers.fv import face_values, fv_rhs, potential_edge_velocity, scheme_g2
 from spherepde.solvers.integrators import STEPPERS, OptionError, Stepper
@@ -134,9 +134,10 @@ class PointMasses:
     def evaluate(self, ms, rho: np.ndarray, t: float, atom_x: np.ndarray):
         """The mesh solver's evaluation for the measure rho dsigma + sum_k m_k delta_{y_k} at positions ``atom_x``.
 
-        The cells move by the upwind scheme with u_e = s (Phi_n - Phi_c)/d_cn, a point mass with the
-        exact token velocity. Energy, xi and the nodal G^2 cover the whole measure; the scheme's G^2
-        adds the exact point-mass terms m_k |v_k|^2 / ((1/H) sum_h 1/Z_h(y_k)) to the cells'
+        The cells move by the upwind scheme with u_e = s (Phi_n - Phi_c)/d_cn (unnormalised attention:
+        xi for Phi), a point mass with the exact token velocity. Energy, xi and the nodal G^2 cover the
+        whole measure; the scheme's G^2 adds the exact point-mass terms m_k |v_k|^2 / mobility(y_k)
+        (softmax: (1/H) sum_h 1/Z_h(y_k); unnormalised: 1) to the cells'
         :func:`~spherepde.solvers.fv.scheme_g2`, and the transport rate adds m_k grad xi(y_k) . v_k.
         Returns (edge velocities u, d rho/dt, the face values, rates, point-mass velocities (k, 3)).
         """
@@ -153,31 +154,36 @@ class PointMasses:
         logZ, Ybar, Qbar = attention_moments(X, X[src], m[src], A, want_q=sigma > 0, log=True, summation=ms.summation,
                                              tol=ms.summation_tol, tol_moments=ms.diagnostics_tol)
         if g.d == 3:
-            rates = fused_rates(X, m, logZ, Ybar, Qbar, V, ms.path.drift_at(t), sigma)
+            rates = fused_rates(X, m, logZ, Ybar, Qbar, V, ms.path.drift_at(t), sigma, normalised=ms.normalised)
         else:  # the fused kernel is d = 3 only
             rates = ms._numpy_route(m, logZ, Ybar, Qbar, A, V, t, X=X)
-        u = potential_edge_velocity(g, rates["Phi"][:nc], ms.path.sign)
+        u = potential_edge_velocity(g, rates["Phi" if ms.normalised else "xi"][:nc], ms.path.sign)
         flux = np.empty(g.n_edges)
         rhs = fv_rhs(g, faces, u, flux=flux)
-        v, gx, mob = self._velocity(A, V, Ybar[nc:], logZ[nc:], atom_x)
+        v, gx, mob = self._velocity(A, V, Ybar[nc:], logZ[nc:], atom_x, ms.attention)
         rates["transport"] = float(np.sum(rates["xi"][:nc] * g.areas * rhs) + np.sum(self.m * np.sum(gx * v, axis=1)))
         rates["G2_atoms"] = float(np.sum(self.m * np.sum(v * v, axis=1) / mob))
         rates["transport_atoms"] = float(np.sum(self.m * np.sum(gx * v, axis=1)))
-        rates["G2_scheme"] = scheme_g2(g, logZ[:nc], u, flux) + rates["G2_atoms"]
+        rates["G2_scheme"] = scheme_g2(g, logZ[:nc], u, flux, normalised=ms.normalised) + rates["G2_atoms"]
         rates["logZ"] = logZ[:nc]
         rates["Phi"] = rates["Phi"][:nc]
         rates["xi"] = rates["xi"][:nc]
         return u, rhs, faces, rates, v
 
     @staticmethod
-    def _velocity(A, V, Yk, logZk, y):
+    def _velocity(A, V, Yk, logZk, y, attention: str = DEFAULT_ATTENTION):
         """Velocity v (k, 3), grad xi (A = D for gradient heads) and mobility (k,) at the point masses
-        from their normalised moments Yk = Y_h/Z_h (k, H, 3) and log Z_h (k, H)."""
+        from their normalised moments Yk = Y_h/Z_h (k, H, 3) and log Z_h (k, H), for the attention kind
+        ``attention`` (softmax: v from Y_h/Z_h, mobility (1/H) sum_h 1/Z_h; unnormalised: from Y_h, mobility 1)."""
         H = A.shape[0]
         Zk = np.exp(logZk)  # (k, H)
-        v = velocity_from_fields(y, HeadFields(np.ones_like(Zk), Yk, None), V)
+        if is_normalised(attention):
+            v = velocity_from_fields(y, HeadFields(np.ones_like(Zk), Yk, None), V)
+            mob = np.mean(1.0 / Zk, axis=1)
+        else:
+            v = velocity_from_fields(y, HeadFields(Zk, Yk * Zk[:, :, None], None), V, kind=attention)
+            mob = np.ones(len(y))
         gx = project(y, np.einsum("kh,hij,khj->ki", Zk, A, Yk) / H)
-        mob = np.mean(1.0 / Zk, axis=1)
         return v, gx, mob
 
     # ------------------------------------------------------------------ motion
@@ -377,7 +383,8 @@ def merge_time_in_step(step: _StepPath, i: int, j: int, radius: float) -> float:
     The step's interpolant of the pair's angle: the cubic Hermite interpolant of log theta in time with the
     values and slopes d log theta/dt = theta'/theta at both ends (theta' from the positions and velocities of
     the step's ends, :func:`_angle_and_rate`). It is exact for theta = theta0 e^{-lambda t}, the approach of two
-    point masses (d theta/dt = -beta theta near theta = 0 for one head D = beta I, docs/model.md §4.6). The first
+    point masses (d theta/dt = -beta theta near theta = 0 for one head D = beta I, docs/model.md §4.6;
+    -beta (m1 + m2) e^beta theta with unnormalised attention, §9.5). The first
     crossing is bracketed on 64 sub-intervals and bisected to round-off. Without a crossing (the pair was
     within ``radius`` at t0, or absorbing cells moved it there at t1): t0 if theta(t0) < radius, else t1.
     """

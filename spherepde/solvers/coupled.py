@@ -58,7 +58,8 @@ class CoupledSolver:
         self.mesh_solver = mesh_solver
         self.mesh = mesh_solver.mesh
         X0 = sample_from_density(self.mesh, mesh_solver.density(), n, seed=seed)  # point masses included
-        self.particle_solver = ParticleSolver(X0, mesh_solver.path, dt=particle_dt, integrator=particle_integrator)
+        self.particle_solver = ParticleSolver(X0, mesh_solver.path, dt=particle_dt, integrator=particle_integrator,
+                                              attention=mesh_solver.attention)
         self.distances = distances
         self.distance_columns = DISTANCE_MODES[distances]
         self.distance_every = int(distance_every)

@@ -28,6 +28,12 @@ Edge velocities (two forms, :func:`edge_velocity`):
 * ``"midpoint"`` (any heads): u_e = v(x_e) . n_e with v = (1/H) sum_h P_x V_h Y_h/Z_h
   evaluated at the edge midpoint x_e (one attention sum per edge: 1.5 n_c targets).
 
+Unnormalised attention (docs/model.md "Unnormalised attention"): v = (1/H) sum_h P_x V_h Y_h
+(no division by Z_h) = s grad_S xi for gradient heads, so the potential form uses xi itself,
+u_e = s (xi_n - xi_c) / d_cn; then |e| F_e (xi_n - xi_c) = s |e| d_cn F_e u_e and every term of
+dE/dt has the sign of s for every H (the mobility is 1), and the scheme's G^2 (:func:`scheme_g2`,
+b_e = 1) equals s times the discrete transport rate exactly for every H.
+
 The scheme is written against the geometry protocol
 (:mod:`spherepde.geometry.protocol`): cells with nodes and measures, faces with their two
 cells, measure, normal and node distance, the cell -> faces connectivity in CSR form (any
@@ -92,6 +98,7 @@ __all__ = [
     "cfl_bound",
     "edge_velocity",
     "face_values",
+    "flux_potential",
     "fv_geometry",
     "fv_rhs",
     "midpoint_edge_velocity",
@@ -131,35 +138,46 @@ def cell_potentials(geom: Geometry, masses, A) -> np.ndarray:
     return logZ.mean(axis=1)
 
 
+def flux_potential(logZ, *, normalised: bool = True) -> np.ndarray:
+    """The potential of the two-point flux from log Z_h (nc, H): Phi = (1/H) sum_h log Z_h (softmax,
+    ``normalised``) or xi = (1/H) sum_h Z_h (unnormalised attention), shape (nc,)."""
+    return logZ.mean(axis=1) if normalised else np.exp(logZ).mean(axis=1)
+
+
 def potential_edge_velocity(geom: Geometry, Phi, sign: float) -> np.ndarray:
     """u_e = s (Phi_n - Phi_c) / d_cn for ``edge_cells[e] = (c, n)``, shape (ne,) (d_cn = ``node_distances``)."""
     c, n = geom.edge_cells[:, 0], geom.edge_cells[:, 1]
     return sign * (Phi[n] - Phi[c]) / geom.node_distances
 
 
-def midpoint_edge_velocity(geom: Geometry, masses, A, V, *, summation: str = "auto", tol: float = 1e-10) -> np.ndarray:
-    """u_e = v(x_e) . n_e, v = (1/H) sum_h P_x V_h Y_h(x_e)/Z_h(x_e), shape (ne,).
+def midpoint_edge_velocity(geom: Geometry, masses, A, V, *, summation: str = "auto", tol: float = 1e-10,
+                           normalised: bool = True) -> np.ndarray:
+    """u_e = v(x_e) . n_e, v = (1/H) sum_h P_x V_h Y_h(x_e)/Z_h(x_e), shape (ne,) (``normalised`` False:
+    unnormalised attention, v = (1/H) sum_h P_x V_h Y_h(x_e)).
 
     n_e is tangent at x_e, so the projection P_x drops out of the dot product.
     ``summation`` / ``tol`` as in :func:`cell_fields`.
     """
-    _, Ybar, _ = attention_moments(geom.edge_midpoints, geom.nodes, masses, A, log=True, summation=summation, tol=tol)
+    logZ, Ybar, _ = attention_moments(geom.edge_midpoints, geom.nodes, masses, A, log=True, summation=summation, tol=tol)
+    if not normalised:
+        Ybar = Ybar * np.exp(logZ)[:, :, None]
     a = np.einsum("hkl,ehl->ek", V, Ybar) / V.shape[0]
     return np.einsum("ek,ek->e", a, geom.edge_normals)
 
 
-def edge_velocity(geom: Geometry, form: str, masses, A, V, sign: float, logZ=None, *, summation: str = "auto", tol: float = 1e-10) -> np.ndarray:
+def edge_velocity(geom: Geometry, form: str, masses, A, V, sign: float, logZ=None, *, summation: str = "auto", tol: float = 1e-10,
+                  normalised: bool = True) -> np.ndarray:
     """Edge normal velocities in the chosen form (``"potential"`` or ``"midpoint"``), shape (ne,).
 
     ``logZ`` (nc, H) at the cell centres can be passed to avoid recomputing it for the
-    potential form.
+    potential form; ``normalised`` False: unnormalised attention (potential xi, :func:`flux_potential`).
     """
     if form == "potential":
         if logZ is None:
             logZ, _, _ = cell_fields(geom, masses, A, summation=summation, tol=tol)
-        return potential_edge_velocity(geom, logZ.mean(axis=1), sign)
+        return potential_edge_velocity(geom, flux_potential(logZ, normalised=normalised), sign)
     if form == "midpoint":
-        return midpoint_edge_velocity(geom, masses, A, V, summation=summation, tol=tol)
+        return midpoint_edge_velocity(geom, masses, A, V, summation=summation, tol=tol, normalised=normalised)
     raise ValueError(f"unknown edge velocity form {form!r}; use one of {VELOCITY_FORMS}")
 
 
@@ -310,7 +328,7 @@ def _scheme_g2_kernel(logZ, edge_cells, edge_lengths, node_distances, flux, u, o
         out[e] = edge_lengths[e] * node_distances[e] * flux[e] * u[e] * H / inv
 
 
-def scheme_g2(geom: Geometry, logZ, u, flux) -> float:
+def scheme_g2(geom: Geometry, logZ, u, flux, *, normalised: bool = True) -> float:
     """The metric slope G^2 of the finite-volume scheme (docs/model.md §3.4), a float.
 
         G^2_h = sum_e |e| d_cn F_e u_e b_e,   b_e = ( (1/H) sum_h 1 / L(Z_h(x_c), Z_h(x_n)) )^{-1},
@@ -324,6 +342,10 @@ def scheme_g2(geom: Geometry, logZ, u, flux) -> float:
     Z_n - Z_c = L(Z_c, Z_n) (log Z_n - log Z_c). So the paper-form balance closes on the
     mesh with the same accuracy as the exact chain-rule balance (for H = 1).
 
+    Unnormalised attention (``normalised`` False): the mobility is 1, b_e = 1, so
+    G^2_h = sum_e |e| d_cn F_e u_e, and with u_e = s (xi_n - xi_c) / d_cn it equals s times the
+    discrete transport rate exactly for every H (module docstring).
+
     Parameters
     ----------
     logZ : (nc, H) log Z_h at the cell nodes; u : (ne,) edge velocities; flux : (ne,) F_e.
@@ -333,6 +355,8 @@ def scheme_g2(geom: Geometry, logZ, u, flux) -> float:
     flux = np.ascontiguousarray(flux, dtype=np.float64)
     if logZ.ndim != 2 or logZ.shape[0] != geom.n_cells or u.shape != (geom.n_edges,) or flux.shape != (geom.n_edges,):
         raise ValueError(f"scheme_g2: expected logZ ({geom.n_cells}, H), u and flux ({geom.n_edges},); got {logZ.shape}, {u.shape}, {flux.shape}")
+    if not normalised:
+        return float(np.sum(geom.edge_lengths * geom.node_distances * flux * u))
     out = np.empty(geom.n_edges)
     with serial_below(geom.n_edges * logZ.shape[1]):
         _scheme_g2_kernel(logZ, geom.edge_cells, geom.edge_lengths, geom.node_distances, flux, u, out)

@@ -432,7 +432,7 @@ class ImplicitUpwind(Stepper):
         dm = g.areas * (new - ms.rho)
         transport = 0.5 * float(np.sum((r0["xi"] + r1["xi"]) * dm))
         flux = implicit_flux(g, new, ev0.u)
-        G2 = 0.5 * (scheme_g2(g, r0["logZ"], ev0.u, flux) + scheme_g2(g, r1["logZ"], ev1.u, flux))
+        G2 = 0.5 * (scheme_g2(g, r0["logZ"], ev0.u, flux, normalised=ms.normalised) + scheme_g2(g, r1["logZ"], ev1.u, flux, normalised=ms.normalised))
         G2 += 0.5 * (r0.get("G2_atoms", 0.0) + r1.get("G2_atoms", 0.0))
         transport += 0.5 * h * (r0.get("transport_atoms", 0.0) + r1.get("transport_atoms", 0.0))
         ms.balance.add_martingale(dmart)

@@ -1,6 +1,6 @@
 """The finite-volume mesh solver of the Transformer PDE on S^2 (docs/model.md §1.3, §3 and §4).
 
-    d_t rho + div_S(rho v[rho, Theta_t]) = 0,   v = (1/H) sum_h P_x V_h Y_h / Z_h,
+    d_t rho + div_S(rho v[rho, Theta_t]) = 0,   v = (1/H) sum_h P_x V_h Y_h / Z_h  (unnormalised attention: no / Z_h),
 
 discretised by cell averages rho_c on a :class:`~spherepde.geometry.mesh.SphereMesh` with the
 upwind finite-volume scheme of :mod:`spherepde.solvers.fv` (first order, or second order with a
@@ -33,8 +33,7 @@ Energy balance (gradient heads, docs/model.md §3)
   ``edi_weights`` (:class:`~spherepde.model.energy.EnergyBalance`, docs/model.md §3.6).
 * For general heads (``path.is_gradient`` False) energy-based columns are NaN.
 
-Invariants checked after every step (``check=True``): finite values
-(:class:`SolverError`) and rho_min >= -1e-14 max rho (:class:`PositivityError`).
+Invariants checked after every step (``check=True``): finite values (:class:`SolverError`) and rho_min >= -1e-14 max rho (:class:`PositivityError`).
 """
 
 from __future__ import annotations
@@ -52,7 +51,7 @@ from spherepde.model.clusters import MERGE_ANGLE, cluster_table, weighted_cluste
 from spherepde.model.columns import MESH_COLUMNS
 from spherepde.model.energy import EnergyBalance, state_rates
 from spherepde.model.fused import fused_rates
-from spherepde.model.velocity import HeadFields, velocity_from_fields
+from spherepde.model.velocity import DEFAULT_ATTENTION, HeadFields, is_normalised, velocity_from_fields
 from spherepde.model.weights import WeightPath
 from spherepde.solvers.atoms import DENSE_FLOOR, PointMasses, initial_point_masses
 from spherepde.solvers.errors import CFLViolation, PositivityError, SolverError, initial_density, positive
@@ -120,11 +119,11 @@ class MeshSolver:
     point_masses : initial point masses ``(positions (k, 3), masses (k,))`` beside ``rho0`` (needs
         ``atoms``; e.g. a branch of a point-mass run): unit positions, positive masses, and the
         cells' mass plus theirs is 1 (the cells are rescaled, with a warning, if not).
+    attention : ``"softmax"`` or ``"unnormalised"`` (ATTENTION_KINDS; unnormalised: flux potential xi = (1/H) sum_h Z_h, mobility 1).
 
     Attributes
     ----------
-    t : float, step_count : int, rho : (nc,) array, dt_last : float, stepper : Stepper,
-    points : PointMasses (empty without ``atoms``).
+    t : float, step_count : int, rho : (nc,) array, dt_last : float, stepper : Stepper, points : PointMasses (empty without ``atoms``).
     """
 
     #: use the NumPy route (velocity_from_fields, state_rates) instead of the fused kernel
@@ -135,7 +134,8 @@ class MeshSolver:
                  cfl: float = 0.5, dt: float | None = None, check: bool = True, velocity_field: Callable[[float], np.ndarray] | None = None,
                  summation: str = "auto", summation_tol: float = 1e-10, diagnostics_tol: float | None = 1e-6, tol: float = 1e-3,
                  dt_max: float | None = None, atoms: bool = False, atom_spread: float | None = None, atom_radius: float | None = None,
-                 atom_min_mass: float = 1e-3, merge_radius: float = MERGE_ANGLE, point_masses=None):
+                 atom_min_mass: float = 1e-3, merge_radius: float = MERGE_ANGLE, point_masses=None,
+                 attention: str = DEFAULT_ATTENTION):
         if not isinstance(path, WeightPath):
             raise TypeError(f"path must be a WeightPath, got {type(path).__name__}")
         geom = geometry_of(mesh)
@@ -156,7 +156,7 @@ class MeshSolver:
         self.mesh, self.geom, self.path = mesh, geom, path
         self.velocity, self.order, self.cfl, self.check = velocity, int(order), cfl, bool(check)
         self.velocity_field, self.summation = velocity_field, summation
-        self.atoms = bool(atoms)
+        self.atoms, self.attention, self.normalised = bool(atoms), attention, is_normalised(attention)
         self.points = PointMasses(self.geom, mesh_spacing(geom), spread=atom_spread, radius=atom_radius,
                                   min_mass=atom_min_mass, merge_radius=merge_radius)
         #: implicit integrator: the step proposed for the next step (NaN: not yet chosen)
@@ -218,7 +218,7 @@ class MeshSolver:
         masses = rho * g.areas
         A, V = self.path.matrices(t)
         if not self.path.is_gradient:
-            u = midpoint_edge_velocity(g, masses, A, V, summation=self.summation, tol=self.summation_tol)
+            u = midpoint_edge_velocity(g, masses, A, V, summation=self.summation, tol=self.summation_tol, normalised=self.normalised)
             return _Stage(u, fv_rhs(g, faces, u), self._bound(u, rho, faces), None)
         sigma = self.path.sigma
         logZ, Ybar, Qbar = cell_fields(g, masses, A, want_q=sigma > 0, summation=self.summation, tol=self.summation_tol,
@@ -226,16 +226,16 @@ class MeshSolver:
         if self._numpy_rates or g.d != 3:  # the NumPy route (reference of the fused kernel, which is d = 3 only; the circle)
             rates = self._numpy_route(masses, logZ, Ybar, Qbar, A, V, t)
         else:
-            rates = fused_rates(g.nodes, masses, logZ, Ybar, Qbar, V, self.path.drift_at(t), sigma)
-        if self.velocity == "potential":
-            u = potential_edge_velocity(g, rates["Phi"], self.path.sign)
+            rates = fused_rates(g.nodes, masses, logZ, Ybar, Qbar, V, self.path.drift_at(t), sigma, normalised=self.normalised)
+        if self.velocity == "potential":  # Phi (softmax) or xi (unnormalised attention)
+            u = potential_edge_velocity(g, rates["Phi" if self.normalised else "xi"], self.path.sign)
         else:
-            u = midpoint_edge_velocity(g, masses, A, V, summation=self.summation, tol=self.summation_tol)
+            u = midpoint_edge_velocity(g, masses, A, V, summation=self.summation, tol=self.summation_tol, normalised=self.normalised)
         flux = np.empty(g.n_edges)
         rhs = fv_rhs(g, faces, u, flux=flux)
         rates["transport"] = float(np.sum(rates["xi"] * g.areas * rhs))
         # G^2 of the scheme (closes the paper-form balance) beside the nodal G2 (the estimate of the continuum value)
-        rates["G2_scheme"] = scheme_g2(g, logZ, u, flux)
+        rates["G2_scheme"] = scheme_g2(g, logZ, u, flux, normalised=self.normalised)
         rates["logZ"] = logZ
         return _Stage(u, rhs, self._bound(u, rho, faces), rates)
 
@@ -244,8 +244,8 @@ class MeshSolver:
         X = self.geom.nodes if X is None else X
         Z = np.exp(logZ)
         fields = HeadFields(Z, Ybar * Z[:, :, None], None if Qbar is None else Qbar * Z)
-        v = velocity_from_fields(X, fields, V)
-        rates = state_rates(X, masses, fields, A, self.path.drift_at(t), self.path.sigma, v)
+        v = velocity_from_fields(X, fields, V, kind=self.attention)
+        rates = state_rates(X, masses, fields, A, self.path.drift_at(t), self.path.sigma, v, attention=self.attention)
         del rates["grad_xi"]
         rates["Phi"] = logZ.mean(axis=1)
         return rates

@@ -6,6 +6,8 @@ velocity of the empirical measure mu = sum_i w_i delta_{x_i}:
     dx_i/dt = v[mu, Theta_t](x_i) = (1/H) sum_h P_{x_i} V_h Y_h(x_i) / Z_h(x_i),
     Z_h(x) = sum_j w_j exp(x^T A_h x_j),   Y_h(x) = sum_j w_j exp(x^T A_h x_j) x_j,
 
+(softmax attention; unnormalised attention drops the division by Z_h, ``attention="unnormalised"``),
+
 driven by a :class:`~spherepde.model.weights.WeightPath`. Integrators: the token steppers of
 :data:`spherepde.solvers.integrators.STEPPERS` (explicit Runge--Kutta with retraction to the
 sphere after every stage), e.g.
@@ -33,7 +35,7 @@ import numpy as np
 from spherepde.model.clusters import cluster_table, weighted_clusters
 from spherepde.model.columns import PARTICLE_COLUMNS
 from spherepde.model.energy import EnergyBalance, martingale_increment, mean_resultant_length, state_rates, weights_change
-from spherepde.model.velocity import head_fields, velocity_from_fields
+from spherepde.model.velocity import DEFAULT_ATTENTION, head_fields, is_normalised, velocity_from_fields
 from spherepde.model.weights import WeightPath
 from spherepde.solvers.integrators import get_stepper
 
@@ -46,24 +48,33 @@ log = logging.getLogger(__name__)
 MAX_DISPLACEMENT = 0.2
 
 
-def speed_bound(path: WeightPath) -> float:
+def speed_bound(path: WeightPath, attention: str = DEFAULT_ATTENTION) -> float:
     """An upper bound of the token speed |v(x, t)| over the sphere and the whole path.
 
     |P_x V_h Y_h / Z_h| <= ||V_h||_2 (Y_h / Z_h is an average of unit vectors), so
     |v| <= (1/H) sum_h ||V_h(t)||_2; the path is linear between grid points, so its maximum
-    over the grid bounds every t.
+    over the grid bounds every t. Unnormalised attention (``attention``): |Y_h| <= Z_h <= e^{||A_h||_2}
+    (the weights sum to 1), so |v| <= (1/H) sum_h ||V_h(t)||_2 e^{||A_h(t)||_2}; on a segment of the
+    path each norm is at most its larger end value (norms are convex in t), so the product of those
+    two maxima bounds every t of the segment.
     """
     V = np.asarray(path.V, float)
     if V.size == 0:
         return 0.0
-    return float(np.max(np.mean(np.linalg.norm(V, ord=2, axis=(-2, -1)), axis=1)))
+    nv = np.linalg.norm(V, ord=2, axis=(-2, -1))
+    if not is_normalised(attention):
+        ea = np.exp(np.linalg.norm(np.asarray(path.A, float), ord=2, axis=(-2, -1)))
+        if len(nv) > 1:
+            nv, ea = np.maximum(nv[:-1], nv[1:]), np.maximum(ea[:-1], ea[1:])
+        nv = nv * ea
+    return float(np.max(np.mean(nv, axis=1)))
 
 
-def particle_step(path: WeightPath, dt: float | None = None, *, key: str = "solver.dt") -> float:
+def particle_step(path: WeightPath, dt: float | None = None, *, key: str = "solver.dt", attention: str = DEFAULT_ATTENTION) -> float:
     """The particle step: ``dt`` when a token moves at most MAX_DISPLACEMENT radians per step,
     else ValueError naming the step to use; with ``dt`` None the path's grid step, or the
-    largest whole fraction of it that is stable."""
-    vmax = speed_bound(path)
+    largest whole fraction of it that is stable (``attention``: the attention kind, :func:`speed_bound`)."""
+    vmax = speed_bound(path, attention)
     limit = MAX_DISPLACEMENT / vmax if vmax > 0 else math.inf
     m = max(1, math.ceil(path.dt / limit - 1e-12)) if math.isfinite(limit) else 1
     stable = path.dt / m if m > 1 else path.dt
@@ -267,16 +278,20 @@ class ParticleSolver:
         :class:`~spherepde.solvers.integrators.Stepper`): ``euler`` (paper) or ``heun`` (= ``ssprk2``).
     weights : (n,) token weights summing to 1 (default 1/n).
     cluster_radius : chordal linkage radius of the recorded cluster count.
+    attention : ``"softmax"`` (default) or ``"unnormalised"`` (:data:`~spherepde.model.velocity.ATTENTION_KINDS`):
+        a_h = V_h Y_h / Z_h or V_h Y_h; for gradient heads it also sets the mobility of G2.
     """
 
-    def __init__(self, X0, path: WeightPath, *, dt: float | None = None, integrator: str = "euler", weights=None, cluster_radius: float = 0.1):
+    def __init__(self, X0, path: WeightPath, *, dt: float | None = None, integrator: str = "euler", weights=None, cluster_radius: float = 0.1,
+                 attention: str = DEFAULT_ATTENTION):
         X0 = np.asarray(X0, dtype=float)
         if X0.ndim != 2 or X0.shape[1] != path.d:
             raise ValueError(f"tokens have shape {X0.shape}, but the weight path has d = {path.d}; expected (n, {path.d})")
         if not np.all(np.isfinite(X0)):
             raise ValueError("initial tokens contain NaN or infinite values")
         self.stepper = get_stepper(integrator, "particles")
-        self.path = path
+        is_normalised(attention)  # ValueError naming the choices for an unknown kind
+        self.path, self.attention = path, attention
         self.dt = float(path.dt if dt is None else dt)
         m = self.dt / path.dt
         self.substeps = int(round(m))
@@ -310,8 +325,8 @@ class ParticleSolver:
         A, V = self.path.matrices(t)
         grad = self.path.is_gradient
         fields = head_fields(X, self.w, A, want_q=grad and self.path.sigma > 0)
-        v = velocity_from_fields(X, fields, V)
-        rates = state_rates(X, self.w, fields, A, self.path.drift_at(t), self.path.sigma, v) if grad else None
+        v = velocity_from_fields(X, fields, V, kind=self.attention)
+        rates = state_rates(X, self.w, fields, A, self.path.drift_at(t), self.path.sigma, v, attention=self.attention) if grad else None
         return {"fields": fields, "v": v, "rates": rates}
 
     def _current(self):

@@ -117,11 +117,16 @@ log = logging.getLogger(__name__)
 
 
 # ------------------------------------------------------------------ formulas
-def gamma_exact(l: int, beta: float, sign: float) -> float:
+def gamma_exact(l: int, beta: float, sign: float, attention: str = "softmax") -> float:
     """Linear rate of eps Y_lm about the uniform state, one gradient head D = beta I, V = s D:
-    gamma_l = s l(l+1) i_l(beta)/i_0(beta) (module docstring, eq. (*))."""
+    gamma_l = s l(l+1) i_l(beta)/i_0(beta) (module docstring, eq. (*)); ``attention="unnormalised"``:
+    s l(l+1) i_l(beta) (:func:`spherepde.model.linear.linear_rate`)."""
     from scipy.special import spherical_in
 
+    if attention != "softmax":
+        from spherepde.model.linear import linear_rate
+
+        return linear_rate(l, beta, sign * beta, attention=attention)
     return float(sign * l * (l + 1) * spherical_in(l, beta) / spherical_in(0, beta))
 
 

@@ -52,6 +52,8 @@ import time
 import numpy as np
 
 from spherepde.model.clusters import MERGE_ANGLE
+from spherepde.model.linear import linear_rate, two_point_rate
+from spherepde.model.velocity import DEFAULT_ATTENTION
 from spherepde.solvers.protocol import advance_through
 from spherepde.studies import common as _v
 from spherepde.studies.common import checks_line, frozen_beta_path, require_finite, save_figure, solver_check, study_params
@@ -153,13 +155,15 @@ def check_params(p: dict) -> str | None:
     return None
 
 
-def _ode_time(beta: float, m1: float, m2: float, theta0: float, hit) -> float:
-    """The two-point ODE (module docstring) from theta0 (radians) to the first zero of hit(theta) (0 if hit(theta0) >= 0)."""
+def _ode_time(beta: float, m1: float, m2: float, theta0: float, hit, attention: str = DEFAULT_ATTENTION, c: float | None = None) -> float:
+    """The two-point ODE (module docstring; :func:`spherepde.model.linear.two_point_rate`, V = c I with c = beta
+    by default, the study's gradient head) from theta0 (radians) to the first zero of hit(theta) (0 if hit(theta0) >= 0)."""
     from scipy.integrate import solve_ivp
 
+    c = beta if c is None else c
+
     def rhs(t, y):
-        q = math.exp(beta * (math.cos(y[0]) - 1.0))
-        return [-beta * math.sin(y[0]) * (m2 * q / (m1 + m2 * q) + m1 * q / (m2 + m1 * q))]
+        return [two_point_rate(y[0], beta, m1, m2, c, attention=attention)]
 
     def event(t, y):
         return hit(y[0])
@@ -171,14 +175,21 @@ def _ode_time(beta: float, m1: float, m2: float, theta0: float, hit) -> float:
     return float(sol.t_events[0][0]) if len(sol.t_events[0]) else math.inf
 
 
-def merge_time_ode(beta: float, m1: float, m2: float, theta0: float, angle: float = MERGE_ANGLE) -> float:
-    """The two-point ODE's merge time: the angle falls below ``angle`` (the one definition, MERGE_ANGLE), theta0 in radians."""
-    return _ode_time(beta, m1, m2, theta0, lambda th: angle - th)
+def merge_time_ode(beta: float, m1: float, m2: float, theta0: float, angle: float = MERGE_ANGLE, *, attention: str = DEFAULT_ATTENTION,
+                   c: float | None = None) -> float:
+    """The two-point ODE's merge time: the angle falls below ``angle`` (the one definition, MERGE_ANGLE), theta0 in radians.
+
+    ``attention``: ``"softmax"`` (the module docstring's ODE) or ``"unnormalised"``
+    (d theta/dt = -c (m1 + m2) e^{beta cos theta} sin theta, docs/model.md "Unnormalised attention");
+    ``c``: the value scale V = c I (default beta: the gradient head D = V = beta I of this study)."""
+    return _ode_time(beta, m1, m2, theta0, lambda th: angle - th, attention, c)
 
 
-def resultant_time_ode(beta: float, m1: float, m2: float, theta0: float, R: float = RESULTANT_R) -> float:
-    """The two-point ODE's time to mean resultant |m1 y1 + m2 y2| = R (not a merge: module docstring), theta0 in radians."""
-    return _ode_time(beta, m1, m2, theta0, lambda th: math.sqrt(m1**2 + m2**2 + 2 * m1 * m2 * math.cos(th)) - R)
+def resultant_time_ode(beta: float, m1: float, m2: float, theta0: float, R: float = RESULTANT_R, *, attention: str = DEFAULT_ATTENTION,
+                       c: float | None = None) -> float:
+    """The two-point ODE's time to mean resultant |m1 y1 + m2 y2| = R (not a merge: module docstring), theta0 in radians
+    (``attention``, ``c``: as in :func:`merge_time_ode`)."""
+    return _ode_time(beta, m1, m2, theta0, lambda th: math.sqrt(m1**2 + m2**2 + 2 * m1 * m2 * math.cos(th)) - R, attention, c)
 
 
 def _means(theta: float) -> list:
@@ -268,11 +279,9 @@ def _token_merge(p, case, n: int, seed: int) -> dict:
     return {"n": n, "t_tokens": t95, "steps": int(steps), "wall_s": time.perf_counter() - t0}
 
 
-def _gamma(beta: float, lmax: int) -> np.ndarray:
-    from scipy.special import spherical_in
-
-    ls = np.arange(lmax + 1)
-    return ls * (ls + 1) * spherical_in(ls, beta) / spherical_in(0, beta)
+def _gamma(beta: float, lmax: int, attention: str = DEFAULT_ATTENTION) -> np.ndarray:
+    """gamma_l, l = 0..lmax, of the gradient head D = V = beta I (:func:`spherepde.model.linear.linear_rate`)."""
+    return np.array([linear_rate(l, beta, beta, attention=attention) for l in range(lmax + 1)])
 
 
 def _degree_power(mesh, geom, rho, lmax: int) -> np.ndarray:

@@ -15,7 +15,7 @@ from spherepde.attention import SUMMATION_MODES, attention_moments
 from spherepde.attention.sums import SummationMode
 from spherepde.model.velocity import ATTENTION_KINDS, head_fields, velocity_from_fields
 from spherepde.model.weights import PROCESSES, configurable_processes
-from spherepde.runs.config import SolverSection, WeightsSection, choices_of, default_config
+from spherepde.runs.config import ModelSection, SolverSection, WeightsSection, choices_of, default_config
 
 PACKAGE = Path(__file__).resolve().parents[2] / "spherepde"
 
@@ -29,7 +29,8 @@ def test_config_choices_are_the_registered_names():
     assert set(configurable_processes()) == {"ou", "oscillating", "frozen", "file"} <= set(PROCESSES.names())
     assert "drift" in PROCESSES and "drift" not in configurable_processes()  # a Python callable is no config value
     assert _choices(SolverSection, "summation") == SUMMATION_MODES.names(aliases=True) == ("direct", "fast", "auto")
-    assert ATTENTION_KINDS.names() == ("softmax",)
+    assert ATTENTION_KINDS.names() == ("softmax", "unnormalised")
+    assert _choices(ModelSection, "attention") == ATTENTION_KINDS.names(aliases=True)
 
 
 @pytest.fixture
