@@ -18,6 +18,14 @@ stability" and "Unnormalised attention":
 
       d theta/dt = -c sin theta [ m2 q / (m1 + m2 q) + m1 q / (m2 + m1 q) ],  q = e^{beta (cos theta - 1)}   (softmax)
       d theta/dt = -c (m1 + m2) e^{beta cos theta} sin theta                                               (unnormalised)
+
+* **Nucleation on the circle** (Bruno, Pasqualotto & Agazzi 2025): from a near-uniform start the
+  mode of the largest rate wins, k* = argmax_k gamma_k (for c > 0 the same k for both kinds:
+  they differ by the factor I_0(beta)), and its k* clusters sit where cos(k* theta - phase) peaks,
+  at theta_j = (2 pi j - arg mu_hat_{k*}(0)) / k*, j = 0 .. k*-1, with mu_hat_k = int e^{-ik theta} dmu
+  the Fourier coefficient of the start (sum_i w_i e^{-ik theta_i} for weighted points): the density
+  is 1/(2 pi) + (1/pi) sum_{k>0} |mu_hat_k| cos(k theta + arg mu_hat_k), whose mode k peaks where
+  k theta = -arg mu_hat_k (mod 2 pi).
 """
 
 from __future__ import annotations
@@ -26,7 +34,7 @@ import math
 
 from spherepde.model.velocity import DEFAULT_ATTENTION, is_normalised
 
-__all__ = ["linear_rate", "two_point_rate"]
+__all__ = ["fastest_mode", "fourier_coefficient", "linear_rate", "nucleation_angles", "two_point_rate"]
 
 
 def linear_rate(mode: int, beta: float, c: float, *, attention: str = DEFAULT_ATTENTION, d: int = 3) -> float:
@@ -51,3 +59,31 @@ def two_point_rate(theta: float, beta: float, m1: float, m2: float, c: float, *,
         q = math.exp(beta * (math.cos(theta) - 1.0))
         return -c * math.sin(theta) * (m2 * q / (m1 + m2 * q) + m1 * q / (m2 + m1 * q))
     return -c * (m1 + m2) * math.exp(beta * math.cos(theta)) * math.sin(theta)
+
+
+def fastest_mode(beta: float, *, attention: str = DEFAULT_ATTENTION, d: int = 2, modes: int = 64) -> int:
+    """k* = argmax_k gamma_k over k = 1 .. ``modes`` (degree l* on S^2 with ``d`` = 3) for one head A = beta I,
+    V = c I with c > 0 (the argmax does not depend on c > 0): 3 at beta = 5 and 4 at beta = 7 on the circle."""
+    rates = [linear_rate(k, beta, 1.0, attention=attention, d=d) for k in range(1, modes + 1)]
+    return 1 + max(range(len(rates)), key=rates.__getitem__)
+
+
+def fourier_coefficient(theta, k: int, weights=None) -> complex:
+    """mu_hat_k = sum_i w_i e^{-i k theta_i} of points at angles ``theta`` with weights ``weights``
+    (default 1/n; for a mesh: cell masses at the cell nodes)."""
+    import numpy as np
+
+    th = np.asarray(theta, dtype=np.float64)
+    w = np.full(th.size, 1.0 / th.size) if weights is None else np.asarray(weights, dtype=np.float64)
+    return complex(np.sum(w * np.exp(-1j * k * th)))
+
+
+def nucleation_angles(mu_hat: complex, k: int):
+    """The k angles in [0, 2 pi) where the mode k of a start with Fourier coefficient ``mu_hat`` peaks:
+    theta_j = (2 pi j - arg mu_hat) / k, sorted (module docstring)."""
+    import numpy as np
+
+    if mu_hat == 0:
+        raise ValueError("nucleation_angles: the start has no component in this mode (mu_hat = 0): the positions are not determined")
+    phase = math.atan2(mu_hat.imag, mu_hat.real)
+    return np.sort(np.mod((2 * math.pi * np.arange(k) - phase) / k, 2 * math.pi))

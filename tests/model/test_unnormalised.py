@@ -278,3 +278,21 @@ def test_two_point_ode_matches_two_tokens_with_unequal_masses(attention):
     assert t_ode == pytest.approx(_two_token_angle_time(beta, m1, theta0, attention, angle), rel=1e-5)
     if attention == USA:  # the closed form: d theta/dt = -c (m1 + m2) e^{beta cos theta} sin theta
         assert two_point_rate(1.0, beta, 0.3, 0.7, beta, attention=USA) == pytest.approx(-beta * math.exp(beta * math.cos(1.0)) * math.sin(1.0))
+
+
+def test_nucleation_prediction_on_the_circle():
+    """k* = argmax_k gamma_k is 3 at beta = 5 and 4 at beta = 7 (both kinds); the clusters of mode k
+    sit where the start's mode k peaks: for 1 + eps cos(k (theta - theta0)) at theta0 + 2 pi j / k."""
+    from spherepde.model.linear import fastest_mode, fourier_coefficient, linear_rate, nucleation_angles
+
+    for kind in ("softmax", "unnormalised"):
+        assert fastest_mode(5.0, attention=kind) == 3 and fastest_mode(7.0, attention=kind) == 4
+        assert linear_rate(3, 5.0, 1.0, attention=kind, d=2) > max(linear_rate(k, 5.0, 1.0, attention=kind, d=2) for k in (2, 4))
+    th = np.linspace(0, 2 * np.pi, 4096, endpoint=False)
+    for k, theta0 in ((3, 0.4), (4, 5.9), (1, 3.0)):
+        w = 1 + 0.1 * np.cos(k * (th - theta0))
+        got = nucleation_angles(fourier_coefficient(th, k, w / w.sum()), k)
+        want = np.sort(np.mod(theta0 + 2 * np.pi * np.arange(k) / k, 2 * np.pi))
+        assert np.allclose(got, want, atol=1e-9)
+    with pytest.raises(ValueError, match="not determined"):
+        nucleation_angles(0j, 3)
