@@ -34,6 +34,8 @@ SMALL = {
     "paper-oscillating-particles": ["initial.n=60", "solver.T=0.3", "output.record_dt=0.1", "output.snapshot_dt=0.1"],
     "paper-ou-mesh": ["mesh.level=8", "solver.T=0.3", "output.record_dt=0.1", "output.snapshot_dt=0.1"],
     "paper-ou-particles": ["initial.n=60", "solver.T=0.3", "output.record_dt=0.1", "output.snapshot_dt=0.1"],
+    "circle-metastable-mesh": ["mesh.cells=128", "solver.T=0.3", "output.record_dt=0.05", "output.snapshot_dt=0.1"],
+    "circle-metastable-particles": ["initial.n=100", "solver.T=0.3", "output.record_dt=0.05", "output.snapshot_dt=0.1"],
 }
 #: regimes beyond the shipped files: (example to start from, overrides)
 EXTRA = {

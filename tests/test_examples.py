@@ -112,7 +112,18 @@ def test_two_clusters_merge(tmp_path, monkeypatch):
     assert res["t_cells"] > 1.2 * res["t_ode"]
 
 
-@pytest.mark.parametrize("name", ["custom_density_and_process.py", "mesh_vs_particles.py", "two_clusters_merge.py"])
+def test_circle_nucleation(tmp_path, monkeypatch):
+    """k* = 3 clusters at the angles the start's third Fourier coefficient predicts (the example's point)."""
+    from spherepde.geometry.circle import arc_between
+
+    monkeypatch.chdir(tmp_path)
+    res = _load("circle_nucleation.py")["main"](["--tiny"])
+    pred, found = res["predicted"], res["final"]
+    assert pred["k_star"] == 3 and found["n"] == 3
+    assert max(float(np.min(arc_between(a, np.array(found["angles"])))) for a in pred["angles"]) < 0.05
+
+
+@pytest.mark.parametrize("name", ["custom_density_and_process.py", "mesh_vs_particles.py", "two_clusters_merge.py", "circle_nucleation.py"])
 def test_examples_draw_their_gallery_figure(name, tmp_path, monkeypatch):
     """Each script draws the figure the documentation's gallery shows (at its tiny size here)."""
     import matplotlib.pyplot as plt

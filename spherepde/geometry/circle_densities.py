@@ -12,6 +12,8 @@ uniform law is 1/(2 pi). Every constructor returns rho (nc,) with sum_c rho_c h_
   (m < 0): the circle's Fourier mode of degree l;
 * :func:`with_noise` -- rho (1 + amplitude f) with f a seeded random Fourier field of modes
   k = 1..8 (coefficients N(0, 1/2) for cos and sin), scaled to max |f| = 1 over the cells;
+* :func:`quantile_angles` -- n angles at the quantiles of (1 + amplitude f)/(2 pi), a deterministic token
+  sample of the density :func:`with_noise` gives (its tokens' Fourier coefficients are the density's);
 * :func:`from_particles` -- the histogram of points (n, 2); :func:`from_file` -- cell values.
 
 Cell averages of smooth densities use Gauss--Legendre quadrature (4 points) on sub-arcs at
@@ -29,7 +31,7 @@ import numpy as np
 from spherepde.geometry.densities import from_file, normalise
 
 __all__ = ["cell_average", "fourier_average", "from_file", "from_particles", "normalise", "octahedral", "spherical_harmonic",
-           "uniform", "vm_density", "vmf_mixture", "with_noise", "circle_means"]
+           "uniform", "vm_density", "vmf_mixture", "with_noise", "circle_means", "noise_coefficients", "quantile_angles"]
 
 #: Largest number of quadrature sub-arcs per mesh.
 MAX_SUBARCS = 4_000_000
@@ -133,18 +135,61 @@ def spherical_harmonic(mesh, l: int, m: int, eps: float) -> np.ndarray:
     return normalise(mesh, (1.0 + eps * vals) / (2 * math.pi))
 
 
+def noise_coefficients(seed: int = 0, kmax: int = 8) -> np.ndarray:
+    """The seeded random Fourier field of :func:`with_noise` and :func:`quantile_angles`: rows (a_k, b_k),
+    k = 1..kmax, drawn N(0, 1/2) in that order, shape (kmax, 2); f = sum_k a_k cos k theta + b_k sin k theta."""
+    return np.random.default_rng(seed).normal(scale=math.sqrt(0.5), size=(int(kmax), 2))
+
+
 def with_noise(mesh, rho, amplitude: float, *, seed: int = 0, kmax: int = 8) -> np.ndarray:
     """rho (1 + amplitude f), normalised: f = sum_{k=1..kmax} a_k cos k theta + b_k sin k theta with a_k, b_k ~
-    N(0, 1/2) (seeded), cell-averaged exactly and scaled to max |f| = 1; 0 <= amplitude < 1 keeps rho > 0."""
+    N(0, 1/2) (seeded, :func:`noise_coefficients`), cell-averaged exactly and scaled to max |f| = 1 over the
+    cells; 0 <= amplitude < 1 keeps rho > 0."""
     if not 0.0 <= amplitude < 1.0:
         raise ValueError(f"noise amplitude must lie in [0, 1), got {amplitude}")
-    rng = np.random.default_rng(seed)
     f = np.zeros(mesh.n_cells)
-    for k in range(1, kmax + 1):
-        a, b = rng.normal(scale=math.sqrt(0.5), size=2)
+    for k, (a, b) in enumerate(noise_coefficients(seed, kmax), start=1):
         f += a * fourier_average(mesh, k, "cos") + b * fourier_average(mesh, k, "sin")
     f /= np.max(np.abs(f))
     return normalise(mesh, np.asarray(rho, float) * (1.0 + amplitude * f))
+
+
+#: Points over which :func:`quantile_angles` takes max |f| (the field is a trigonometric polynomial of degree <= kmax).
+FIELD_MAX_POINTS = 1 << 14
+
+
+def quantile_angles(n: int, amplitude: float = 0.0, *, seed: int = 0, kmax: int = 8) -> np.ndarray:
+    """n angles at the quantiles of rho = (1 + amplitude f) / (2 pi), f the field of :func:`with_noise`
+    (same seed, scaled to max |f| = 1 over FIELD_MAX_POINTS equally spaced angles): theta_i solves
+    F(theta_i) = (i + 1/2) / n, F(theta) = (theta + amplitude g(theta)) / (2 pi) with
+    g = int_0^theta f = sum_k (a_k sin k theta + b_k (1 - cos k theta)) / k, by Newton's method, shape (n,).
+
+    Tokens of mass 1/n at these angles are a deterministic sample of rho: their Fourier coefficients
+    sum_i e^{-ik theta_i} / n are the midpoint rule in the quantile variable of int e^{-ik theta} rho d theta,
+    exact up to O((k / n)^2) for k << n (docs/guide/circle.md). amplitude = 0 gives equally spaced tokens."""
+    n = int(n)
+    if n < 1:
+        raise ValueError(f"quantile tokens: need n >= 1, got {n}")
+    if not 0.0 <= amplitude < 1.0:
+        raise ValueError(f"noise amplitude must lie in [0, 1), got {amplitude}")
+    u = 2.0 * math.pi * (np.arange(n) + 0.5) / n
+    if amplitude == 0.0:
+        return u
+    coef = noise_coefficients(seed, kmax)
+    k = np.arange(1, coef.shape[0] + 1, dtype=np.float64)
+
+    def field(th):
+        return np.cos(np.outer(th, k)) @ coef[:, 0] + np.sin(np.outer(th, k)) @ coef[:, 1]
+
+    scale = amplitude / float(np.max(np.abs(field(2.0 * math.pi * np.arange(FIELD_MAX_POINTS) / FIELD_MAX_POINTS))))
+    th = u.copy()
+    for _ in range(100):
+        g = np.sin(np.outer(th, k)) @ (coef[:, 0] / k) + (1.0 - np.cos(np.outer(th, k))) @ (coef[:, 1] / k)
+        step = (th + scale * g - u) / (1.0 + scale * field(th))
+        th -= step
+        if np.max(np.abs(step)) < 1e-14:
+            break
+    return np.mod(th, 2.0 * math.pi)
 
 
 def from_particles(mesh, X, weights=None) -> np.ndarray:

@@ -103,9 +103,9 @@ class InitialSection:
     m: int = _f(0, "harmonic: order m (-l <= m <= l)")
     eps: float = _f(0.1, "harmonic: amplitude eps of uniform * (1 + eps Y_lm)")
     file: str = _f("", "kind = 'file': .npy tokens (n, d) or cell densities (n_cells,)")
-    placement: str = _f("random", "tokens of kind 'vmf' / 'uniform' (d = 3): 'random' draws them (initial.seed); 'stratified' places them deterministically, n p_j per bump (token weights p_j / n_j where n p_j is not whole) by the inverse CDF of the polar angle at stratified points and a golden-angle azimuth -- mesh and tokens then start from the same measure up to quadrature", choices=("random", "stratified"))
+    placement: str = _f("random", "tokens of kind 'vmf' / 'uniform' (d = 3): 'random' draws them (initial.seed); 'stratified' places them deterministically, n p_j per bump (token weights p_j / n_j where n p_j is not whole) by the inverse CDF of the polar angle at stratified points and a golden-angle azimuth -- mesh and tokens then start from the same measure up to quadrature; on the circle (d = 2, kind 'uniform') at the n quantiles of (1 + initial.noise f)/(2 pi), the density a mesh run with this noise starts from", choices=("random", "stratified"))
     sample: bool = _f(False, "mesh: start from the histogram of the initial.n tokens (initial.seed) a particle run with this section draws -- the same finite sample, so both levels start alike")
-    noise: float = _f(0.0, "mesh: multiply the density by 1 + noise * (a random field of spherical harmonics of degree 1..8, max |field| = 1, seeded by initial.seed); 0: none", min=0.0, max=0.99)
+    noise: float = _f(0.0, "mesh: multiply the density by 1 + noise * (a random field of spherical harmonics of degree 1..8 -- Fourier modes 1..8 on the circle --, max |field| = 1, seeded by initial.seed); circle tokens with placement = 'stratified': their quantiles; 0: none", min=0.0, max=0.99)
     run: str = _f("", "kind = 'run': the run folder to start from (its density or tokens at the snapshot nearest 'time')")
     time: float = _f(0.0, "kind = 'run': the time of that run to start from (the nearest snapshot is used, and named in the log)", min=0.0)
 
@@ -386,13 +386,29 @@ def _check_placement(cfg: Config) -> None:
         return
     if ini.kind not in ("vmf", "uniform"):
         raise ConfigError(f"initial.placement: 'stratified' places tokens of kind 'vmf' or 'uniform', not {ini.kind!r}; use placement = 'random'")
-    if cfg.model.d != 3:
-        raise ConfigError(f"initial.placement: 'stratified' places tokens on S^2 (model.d = 3), this run has model.d = {cfg.model.d}; use placement = 'random'")
+    if cfg.model.d != 3 and not (cfg.model.d == 2 and ini.kind == "uniform"):
+        raise ConfigError(f"initial.placement: 'stratified' places tokens on S^2 (model.d = 3), or uniform ones on the circle (model.d = 2), this run has model.d = {cfg.model.d}; use placement = 'random'")
     if cfg.run.solver == "both" or (cfg.run.solver == "mesh" and not ini.sample):
         raise ConfigError("initial.placement: only token starts are placed (run.solver = 'particles', or a mesh run with initial.sample = true); remove it")
     n_bumps = len([x for x in (ini.weights or [1.0] * len(ini.means)) if float(x) > 0]) if ini.kind == "vmf" else 1
     if ini.n < n_bumps:
         raise ConfigError(f"initial.n: {ini.n} tokens cannot place {n_bumps} bumps of positive weight; use initial.n >= {n_bumps}")
+
+
+def _circle_quantiles(cfg: Config) -> bool:
+    """Tokens at the quantiles of (1 + initial.noise f)/(2 pi): stratified uniform tokens on the circle."""
+    return cfg.initial.placement == "stratified" and cfg.initial.kind == "uniform" and cfg.model.d == 2
+
+
+def _check_sample_noise(cfg: Config) -> None:
+    """initial.sample / initial.noise shape a mesh density; on the circle, stratified uniform tokens take initial.noise."""
+    ini = cfg.initial
+    if (ini.sample or ini.noise) and cfg.run.solver == "particles" and not (ini.noise and not ini.sample and _circle_quantiles(cfg)):
+        raise ConfigError("initial.sample / initial.noise: these shape a mesh density; a particle run draws its tokens directly (remove them; "
+                          "on the circle, stratified uniform tokens take initial.noise)")
+    if ini.sample and ini.noise and _circle_quantiles(cfg):
+        raise ConfigError("initial.noise: these stratified tokens already carry the noise field; drop initial.sample (the mesh then takes "
+                          "the cell averages of the same density) or initial.noise")
 
 
 def _geometry_hint(d: int) -> str:
@@ -420,8 +436,7 @@ def _check_consistency(cfg: Config, base_dir: Path | None) -> None:
         except ValueError as exc:
             raise ConfigError(f"model.d: {exc}{_geometry_hint(model.d)}") from None
     _check_solver_options(cfg)
-    if (ini.sample or ini.noise) and solver == "particles":
-        raise ConfigError("initial.sample / initial.noise: these shape a mesh density; a particle run draws its tokens directly (remove them)")
+    _check_sample_noise(cfg)
     if ini.sample and ini.kind in ("harmonic", "run"):
         raise ConfigError(f"initial.sample: kind = {ini.kind!r} has no token sample; use 'octahedral', 'uniform', 'vmf' or 'file' (tokens)")
     if ini.kind == "harmonic" and solver == "particles":

@@ -54,6 +54,7 @@ from spherepde._base import __version__, atomic_write_text, one_line
 from spherepde.model.columns import undefined_without_energy
 from spherepde.model.weights import PROCESSES, WeightPath, process_from_config
 from spherepde.runs import interrupt as _interrupt
+from spherepde.runs import nucleation
 from spherepde.runs.config import Config, config_to_toml, vmf_means_as_vectors
 from spherepde.runs.progress import ProgressBar
 from spherepde.runs.runfolder import (
@@ -311,6 +312,7 @@ def build_token_start(cfg: Config):
         return initial_tokens(
             ini.kind, ini.n, cfg.model.d, seed=ini.seed, sigma=ini.sigma, means=means,
             kappas=kappas, weights=ini.weights or None, file=ini.file or None, placement=ini.placement,
+            noise=ini.noise if cfg.model.d == 2 and ini.placement == "stratified" else 0.0,
         ), None
 
 
@@ -758,9 +760,11 @@ def _run_folder_session(cfg: Config, rf: RunFolder, solver, path: WeightPath, me
                     status = "completed"
                 else:
                     status = _loop(cfg, rf, solver, path, mesh, start_record=start_record, wall0=wall0, progress=progress, estimate=estimate)
+                extra = dict(solver.events() or {})
                 if status == "completed":
                     rf.finalise_snapshots(cfg)
-                _write_summary(rf, cfg, status, time.monotonic() - wall0, solver.events() or None, session=session())
+                    extra.update(nucleation.run_entry(folder, cfg, path))  # circle runs of one frozen isotropic head: predicted and final clusters
+                _write_summary(rf, cfg, status, time.monotonic() - wall0, extra or None, session=session())
                 steps = solver.step_count
                 log.info("run %s: %s in %.1f s%s%s", folder, status, session(),
                          f" ({time.monotonic() - wall0:.1f} s since the start, all sessions)" if session0 != wall0 else "",

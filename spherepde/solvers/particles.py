@@ -196,6 +196,7 @@ def initial_tokens(
     weights=None,
     file=None,
     placement: str = "random",
+    noise: float = 0.0,
 ) -> np.ndarray:
     """Initial tokens, shape (n, d), on S^{d-1}; deterministic for a given seed.
 
@@ -210,6 +211,10 @@ def initial_tokens(
         ``random`` (the draw above) or ``stratified`` (``vmf`` and ``uniform`` on S^2 only): the
         deterministic :func:`stratified_tokens`, counts n p_j rounded (their token weights are
         :func:`stratified_tokens`' second value, which the solver needs when n p_j is not whole).
+        On the circle (d = 2, ``uniform``): the n quantiles of (1 + noise f)/(2 pi), f the seeded
+        Fourier field of a mesh's ``initial.noise`` (:func:`spherepde.geometry.circle_densities.quantile_angles`).
+    noise
+        the amplitude of that field (``stratified`` tokens on the circle only; 0: equally spaced).
     """
     if d < 2:
         raise ValueError(f"tokens need d >= 2, got d = {d}")
@@ -230,9 +235,16 @@ def initial_tokens(
         return X / norms[:, None]
     if n < 1:
         raise ValueError(f"need at least one token, got n = {n}")
+    if noise and not (placement == "stratified" and kind == "uniform" and d == 2):
+        raise ValueError("token noise: only stratified uniform tokens on the circle (d = 2) carry a noise field")
     if placement == "stratified":
         if kind not in ("vmf", "uniform"):
             raise ValueError(f"stratified placement is defined for kind 'vmf' and 'uniform', got {kind!r}")
+        if kind == "uniform" and d == 2:
+            from spherepde.geometry.circle import unit
+            from spherepde.geometry.circle_densities import quantile_angles
+
+            return unit(quantile_angles(n, noise, seed=0 if seed is None else seed))
         if kind == "uniform":
             return stratified_tokens(n, np.eye(d)[:1], [0.0])[0]
         return stratified_tokens(n, means, kappas, weights)[0]
