@@ -71,7 +71,7 @@ def _sorted_rows(theta, rho):
     return arc_edges(theta), np.asarray(rho)[:, order]
 
 
-def plot_kymograph(t, *, theta=None, rho=None, tokens=None, points=None, bins: int = 128, log: bool = False, title: str = ""):
+def plot_kymograph(t, *, theta=None, rho=None, tokens=None, points=None, bins: int = 128, log: bool = False, title: str = "", predicted=None):
     """The theta-t density map of a run on the circle.
 
     Parameters
@@ -84,6 +84,7 @@ def plot_kymograph(t, *, theta=None, rho=None, tokens=None, points=None, bins: i
         -- drawn as markers of size ~ mass.
     bins : histogram bins of the tokens (when they give the colour).
     log : colour on a log scale (floor 1e-3 of the peak).
+    predicted : angles (k,) drawn as dashed lines (e.g. the nucleation prediction of summary.json).
     """
     import matplotlib.pyplot as plt
     from matplotlib.colors import LogNorm
@@ -120,6 +121,11 @@ def plot_kymograph(t, *, theta=None, rho=None, tokens=None, points=None, bins: i
             if rows.size:
                 ax.scatter(angles(rows[:, 1:]), np.full(len(rows), t[k]), s=4 + 40 * rows[:, 0], marker="x", color="tab:red", linewidths=0.8,
                            label="clusters" if k == 0 else None)
+    if predicted is not None:
+        for j, th in enumerate(np.mod(np.asarray(predicted, dtype=np.float64), TWO_PI)):
+            ax.axvline(th, color="tab:orange", linestyle="--", linewidth=0.9, label="predicted" if j == 0 else None)
+    if tokens is not None or points is not None or predicted is not None:
+        ax.legend(fontsize="small", loc="lower right", framealpha=0.6)
     ax.set_xlim(0.0, TWO_PI)
     ax.set_xticks(np.arange(5) * np.pi / 2, ["0", "π/2", "π", "3π/2", "2π"])
     ax.set_xlabel("θ")

@@ -815,7 +815,24 @@ def _circle_figures(snaps, idx, out: Path, formats, dpi: int, digits: int, *, lo
         nodes = geometry_of(snaps.mesh).nodes
         theta = np.mod(np.arctan2(nodes[:, 1], nodes[:, 0]), 2 * np.pi)
     points = _circle_points(snaps)
-    written = _save(plot_kymograph(snaps.t, theta=theta, rho=snaps.rho, tokens=snaps.X, points=points, log=log), out, "kymograph", formats, dpi)
+    if snaps.rho is not None:  # a log scale when the densities span a large range (as the sphere's maps)
+        from spherepde.viz.common import resolve_clim
+
+        _, log = resolve_clim(None, snaps.rho, log=log)
+    predicted = _predicted_angles(snaps.folder)
+    fig = plot_kymograph(snaps.t, theta=theta, rho=snaps.rho, tokens=snaps.X, points=points, log=log, predicted=predicted)
+    written = _save(fig, out, "kymograph", formats, dpi)
     fig = plot_profiles(theta, snaps.rho, snaps.t, idx, tokens=snaps.X, points=points)
     span = f"t{snaps.t[idx[0]]:.{digits}f}-{snaps.t[idx[-1]]:.{digits}f}"
     return written + _save(fig, out, f"profiles_{span}", formats, dpi)
+
+
+def _predicted_angles(folder) -> np.ndarray | None:
+    """The nucleation prediction of a circle run (summary.json ``circle_nucleation``), if it has one."""
+    import json
+
+    try:
+        entry = json.loads((Path(folder) / "summary.json").read_text()).get("circle_nucleation") or {}
+        return np.asarray(entry["predicted"]["angles"], dtype=np.float64)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None

@@ -70,3 +70,10 @@ def test_plot_draws_the_circle_views_of_a_token_run(tmp_path, capsys):
     names = {p.name for p in (out / "figures").iterdir()}
     assert "kymograph.png" in names and any(n.startswith("profiles_t") for n in names)
     assert not any(n.startswith("tokens_map") for n in names)  # the sphere's maps are not drawn for d = 2
+
+
+def test_the_kymograph_marks_the_predicted_angles():
+    nodes = (np.arange(8) + 0.5) * 2 * np.pi / 8
+    fig = plot_kymograph(np.arange(2.0), theta=nodes, rho=np.ones((2, 8)), predicted=[0.5, 0.5 + 2 * np.pi])
+    xs = sorted(ln.get_xdata()[0] for ln in fig.axes[0].lines)
+    assert np.allclose(xs, [0.5, 0.5])  # angles taken mod 2 pi
