@@ -88,9 +88,11 @@ def main(argv=None) -> int:
     if a.write:
         a.write.write_text(json.dumps(got, indent=1) + "\n")
     if a.check:
-        bad = sorted(k for k in want.keys() | got.keys() if want.get(k) != got.get(k))
+        bad = sorted(k for k in want if want[k] != got.get(k))
         for k in bad:
             print(f"DIFFERS: {k}")
+        for k in sorted(got.keys() - want.keys()):
+            print(f"NEW (not in {a.check.name}): {k}")
         print(f"{len(want) - len(bad)} of {len(want)} checksums unchanged")
         return 1 if bad else 0
     print(json.dumps(got, indent=1))
