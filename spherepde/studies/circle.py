@@ -33,9 +33,12 @@ relatives. Parts:
   both (the cells of the density, or of the tokens' histogram on the same mesh, denser than 5/(4 pi),
   linked within the chordal radius 0.1; :func:`spherepde.model.clusters.weighted_clusters`). Checks: the
   density level and the tokens have the same number of clusters and their positions agree within
-  ``b_pos_tol`` rad. B's predictions are reported as paper claims: the number of clusters is
-  k* = argmax_k gamma_k (3 at beta = 5, 4 at beta = 7) over the seeds, and (stated, not counted) the
-  distance of the clusters from (2 pi j - arg mu_hat_{k*}(0))/k* (:func:`spherepde.model.linear.nucleation_angles`).
+  ``b_pos_tol`` rad. B's predictions are paper claims: the fraction of the seeds that end with
+  k* = argmax_k gamma_k clusters (3 at beta = 5, 4 at beta = 7) must have a 95 % (Clopper--Pearson)
+  interval that contains 1; the distance of the clusters from (2 pi j - arg mu_hat_{k*}(0))/k*
+  (:func:`spherepde.model.linear.nucleation_angles`) is stated with it, not counted. Neither is a solver
+  check: with gamma_3 / gamma_4 = 0.95 at beta = 7 the winner depends on the start, and the other modes
+  (and the clusters' later motion) move the clusters away from the single-mode positions.
 * **Two-point merge ODE** (gradient head D = beta I, s = +1, c = beta). Two narrow von Mises bumps
   (kappa = 2000, carried as point masses from the start: implicit step with ``atoms``) of masses m1, 1 - m1
   at the arc theta0; the merge event (angle < MERGE_ANGLE) against
@@ -49,8 +52,9 @@ relatives. Parts:
   Lax--Friedrichs on ``b_scheme_cells`` = 9,999 points, dt = 0.02 dx, the velocity a dense circular
   convolution (by FFT). It starts from the same random field (point values) and runs to the same T. Both
   are timed in this process, and both are measured by W1 at T against the finest spherepde mesh.
-  Checks: the density level (``cost_cells`` arcs) is at least 10x faster and at least as close to the
-  reference as B's scheme.
+  Checks (``cost_checks``; off at smoke size, where B's grid is smaller): the density level on
+  ``cost_cells`` arcs (order 2, SSP-RK3, CFL 0.5, FFT sums) is at least 10x faster and at least as close
+  to the reference as B's scheme.
   B's notebook computes the convolution with ``torch.nn.functional.conv1d``, which is a
   cross-correlation: sum_k u_k W'(x_i + x_k), the velocity of the mirror image of the density. With it a
   sine mode decays while a cosine mode grows (``reflected=True`` reproduces it; the summary reports the
@@ -76,6 +80,9 @@ USA = "unnormalised"
 RATE_CASES = (("softmax", "+1"), ("softmax", "-1"), ("softmax", "B"), (USA, "+1"), (USA, "-1"), (USA, "B"))
 #: the modes of the linear-rate start and their phases psi_k
 RATE_MODES = (1, 2, 3, 4)
+#: The density level's attention sums: "fast" (FFT on the uniform circle meshes, error-controlled to 1e-10). "auto" would
+#: sum directly below 10^6 (target, source) pairs, a threshold set on S^2: on 512 arcs that is about 10x slower than the FFT.
+SUMMATION = "fast"
 
 SIZES = _v.sizes_table({
     "rate_beta": _v.per_size(2.0, 3.0, 5.0),
@@ -104,7 +111,7 @@ SIZES = _v.sizes_table({
     "merge_tol": 0.01,
     "conv_cells": _v.per_size([128, 256], [256, 512, 1024], [256, 512, 1024, 2048, 4096]),
     "ref_cells": _v.per_size(1024, 4096, 16384),
-    "cost_cells": _v.per_size(256, 1024, 1024),
+    "cost_cells": _v.per_size(256, 512, 512),
     "b_scheme_cells": _v.per_size(999, 9999, 9999),
     "cost_beta": 5.0,
     "cost_T": _v.per_size(0.4, 0.5, 0.5),
@@ -297,7 +304,7 @@ def _rate_mesh(p, attention: str, heads: str, T: float) -> np.ndarray:
     mesh = uniform_circle(int(p["rate_cells"]))
     rho0 = fourier_field(mesh, *_rate_start(p["rate_eps"]))
     ms = MeshSolver(mesh, rho0, _path(p["rate_beta"], T, heads, T / 10), velocity="midpoint" if heads == "B" else "potential", order=2,
-                    integrator="ssprk3", attention=attention)
+                    integrator="ssprk3", attention=attention, summation=SUMMATION)
     ts, cs = [0.0], [_coefficients(mesh, ms.rho, RATE_MODES)]
     for t in np.linspace(0.0, T, 11)[1:]:
         ms.advance(float(t))
@@ -362,7 +369,7 @@ def _b_run(p, beta: float, T: float, seed: int) -> dict:
     k = fastest_mode(beta, attention=USA)
     pred = nucleation_angles(amps[k - 1] * complex(math.cos(phases[k - 1]), math.sin(phases[k - 1])), k)
     ms = MeshSolver(mesh, fourier_field(mesh, amps, phases), _path(beta, T, "B"), velocity="midpoint", order=2, integrator="ssprk3",
-                    attention=USA)
+                    attention=USA, summation=SUMMATION)
     ms.advance(T)
     N = int(p["b_tokens"])
     theta0 = field_tokens((np.arange(N) + 0.5) / N, amps, phases)
@@ -409,7 +416,7 @@ def _mesh_run(p, n: int) -> tuple:
     beta, T = float(p["cost_beta"]), float(p["cost_T"])
     rho0 = fourier_field(mesh, *_b_start(p, 0))
     t0 = time.perf_counter()
-    ms = MeshSolver(mesh, rho0, _path(beta, T, "B"), velocity="midpoint", order=2, integrator="ssprk3", attention=USA)
+    ms = MeshSolver(mesh, rho0, _path(beta, T, "B"), velocity="midpoint", order=2, integrator="ssprk3", attention=USA, summation=SUMMATION)
     ms.advance(T)
     return mesh, ms.rho.copy(), time.perf_counter() - t0, int(ms.step_count)
 
@@ -525,19 +532,29 @@ def _checks(res) -> dict:
     return ch
 
 
+def _fraction_interval(hits: int, n: int) -> tuple[float, float]:
+    """The 95 % Clopper--Pearson interval of a binomial fraction hits / n."""
+    from scipy.stats import beta as beta_dist
+
+    lo = 0.0 if hits == 0 else float(beta_dist.ppf(0.025, hits, n - hits + 1))
+    hi = 1.0 if hits == n else float(beta_dist.ppf(0.975, hits + 1, n - hits))
+    return lo, hi
+
+
 def _claims(res) -> dict:
     p = res["params"]
     out = {}
     for beta, T in p["b_cases"]:
         rs = [r for r in res["b"] if r["beta"] == beta]
-        counts = [len(r["mesh_angles"]) for r in rs]
         k = rs[0]["k_star"]
+        hits = sum(len(r["mesh_angles"]) == k for r in rs)
         errs = [r["mesh_vs_prediction"] for r in rs]
         out[f"B: k* = {k} clusters at beta = {beta:g} by T = {T:g} (density level, seeds {p['b_seeds']})"] = paper_claim(
-            float(np.median(counts)), [float(min(counts)), float(max(counts))], float(k), quantity="clusters",
-            statement=(f"the number of clusters is k* = argmax_k gamma_k = {k} (interval: smallest and largest count over the seeds); their "
-                       f"distance from (2 pi j - arg mu_hat_k*)/k* is {', '.join(_v.format_number(e) for e in errs)} rad (B's figure: "
-                       f"on the predicted lines; 0.05 rad would be {'met' if max(errs) <= 0.05 else 'missed'})"))
+            hits / len(rs), _fraction_interval(hits, len(rs)), 1.0, quantity="fraction of starts with k* clusters",
+            statement=(f"B predict k* = argmax_k gamma_k = {k} clusters; counts over the seeds "
+                       f"{', '.join(str(len(r['mesh_angles'])) for r in rs)} (Clopper-Pearson interval); the clusters lie "
+                       f"{', '.join(_v.format_number(e) for e in errs)} rad from (2 pi j - arg mu_hat_k*(0))/k* (their predicted positions; "
+                       f"within 0.05 rad: {sum(e <= 0.05 for e in errs)} of {len(errs)} starts)"))
     return out
 
 
