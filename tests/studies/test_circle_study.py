@@ -48,6 +48,7 @@ def test_protocol_and_outcomes(smoke, tmp_path):
     b = res["b"][0]
     assert b["k_star"] == 3 and len(b["mesh_angles"]) == 3 == len(b["token_angles"]) and b["mesh_vs_tokens"] < 0.02
     assert res["merge"][0]["rel_err"] < 2e-3 and res["merge"][0]["atoms0"] == 2
+    assert [r["regime"] for r in res["paper"]] == ["ou"] and res["paper"][0]["z"] <= 3.0 and len(res["paper"][0]["tokens_G2"]) == 4
     c = res["cost"]
     assert all(r["w1"] < c["b"]["w1"] for r in c["runs"])  # even 128 arcs beat Lax-Friedrichs on 999 points
     assert abs(c["b"]["mass"] - 1.0) < 1e-12
