@@ -20,7 +20,7 @@ relatives. Parts:
   mu_hat_k = (1/n) sum_i e^{-ik theta_i}. Quantiles give the tokens the low Fourier coefficients of rho_0
   to near round-off. Independent draws would not do: their sampling noise of size n^{-1/2} sits in every
   mode, and its quadratic interactions (modes m and k - m growing at gamma_m + gamma_{k-m} > gamma_k) swamp
-  the slow modes within the window (errors of 15-55 % at n = 2,000 and eps = 0.02 when this study was
+  the slow modes within the window (errors of tens of per cent at n = 2,000 when this study was
   written). Check: the mean over the draws within ``rate_tol_tokens`` plus three standard errors of the mean.
   (The shifts leave the low modes exact, so the draws agree to round-off and the band is ``rate_tol_tokens``.)
 * **B's two experiments** (beta = 5 to T = 0.5 and beta = 7 to T = 0.1; B's model, c = 1). B starts from
@@ -55,8 +55,8 @@ relatives. Parts:
   density, sigma = 0.05, on ``paper_cells`` arcs, order 2, SSP-RK2) and ``paper_draws`` draws of the n tokens
   (explicit Euler, dt = 5e-3, the authors' scheme). Check: the time average <G^2> over t >= ``paper_t_avg``
   of the density level within ``paper_spread`` = 3 standard deviations of one draw of the tokens' mean. (At 2
-  the first quick run failed the oscillating case at 2.006: 100 tokens lie above the mean-field value, the
-  finite-n offset the S^2 studies measure as well.)
+  the first quick run failed the oscillating case, just above the band: 100 tokens lie above the mean-field
+  value, the finite-n offset the S^2 studies measure as well.)
 * **Cost against B's scheme.** :func:`b_scheme` is B's PDE solver written in NumPy: first-order
   Lax--Friedrichs on ``b_scheme_cells`` = 9,999 points, dt = 0.02 dx, the velocity a dense circular
   convolution (by FFT). It starts from the same random field (point values) and runs to the same T. Both

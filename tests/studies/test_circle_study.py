@@ -4,7 +4,9 @@ computed without its 1/Z, a wrong Bessel index in the circle sums and a shifted 
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -124,3 +126,64 @@ def test_shifted_reconstruction_fails_the_study(monkeypatch):
     monkeypatch.setattr(CircleMesh, "reconstruct", lambda self, rho: np.roll(real(self, rho), 1, axis=0))
     with pytest.raises(SolverError):
         circle.run("smoke")
+
+
+# ------------------------------------------------------------------ the guide quotes the committed report
+ROOT = Path(__file__).resolve().parents[2]
+REPORT = ROOT / "validation" / "report-quick-circle" / "report.json"
+GUIDE = ROOT / "docs" / "guide" / "validation.md"
+
+
+def doc_sentences(rep) -> dict:
+    """The numbers docs/guide/validation.md quotes from the quick report, formatted as the page writes them."""
+    r = rep["studies"]["circle"]["results"]
+    p, c = r["params"], r["cost"]
+    mine = next(x for x in c["runs"] if x["cells"] == c["cost_cells"])
+    b = c["b"]
+    out = {}
+    out["cost"] = (f"B's scheme on {b['points']:,} points took {b['wall_s']:.1f} s ({b['steps']:,} steps) and ends "
+                   f"W1 = {b['w1']:.2g} rad from the {c['ref_cells']:,}-arc reference; the density level on {mine['cells']} arcs took "
+                   f"{mine['wall_s']:.2f} s ({mine['steps']} steps) and ends W1 = {mine['w1']:.2g} rad from it: "
+                   f"{b['wall_s'] / mine['wall_s']:.1f}× faster and {b['w1'] / mine['w1']:.1f}× closer")
+    out["orders"] = "observed orders " + " and ".join(f"{o:.2f}" for o in c["orders"])
+    out["rates"] = (f"largest relative error {max(max(x['mesh_rel_err']) for x in r['rates']):.2g} on the density level "
+                    f"({p['rate_cells']} arcs, order 2) and {max(max(x['tokens_rel_err']) for x in r['rates']):.2g} with "
+                    f"{p['rate_tokens']:,} tokens")
+    out["merge"] = f"within {100 * max(x['rel_err'] for x in r['merge']):.2f} % of the two-point ODE"
+    bs = {}
+    for x in r["b"]:
+        bs.setdefault(x["beta"], []).append(x)
+    out["b"] = "; ".join(f"β = {beta:g}: {', '.join(str(len(x['mesh_angles'])) for x in xs)} clusters "
+                         f"(tokens: {', '.join(str(len(x['token_angles'])) for x in xs)}), "
+                         f"{min(x['mesh_vs_prediction'] for x in xs):.2g}–{max(x['mesh_vs_prediction'] for x in xs):.2g} rad from B's predicted positions"
+                         for beta, xs in bs.items())
+    out["b_agree"] = f"{max(x['mesh_vs_tokens'] for x in r['b']):.2g} rad"
+    out["paper"] = "; ".join(f"{x['regime']}: {x['mesh_G2']:.3g} against {x['tokens_mean']:.3g} ± {x['tokens_sd']:.2g} ({x['z']:.2g} sd)"
+                             for x in r["paper"])
+    rr = c["reflected"]
+    out["reflected"] = f"grows at {rr['cos_literal']:.3g} as a cosine and decays at {-rr['sin_literal']:.3g} as a sine"
+    out["wall"] = f"{rep['studies']['circle']['wall_s']:.0f} s"
+    return out
+
+
+def doc_short(rep) -> dict:
+    """The numbers of the circle row of the findings table."""
+    r = rep["studies"]["circle"]["results"]
+    c = r["cost"]
+    mine = next(x for x in c["runs"] if x["cells"] == c["cost_cells"])
+    err = max(max(max(x["mesh_rel_err"]), max(x["tokens_rel_err"])) for x in r["rates"])
+    hits = [sum(len(x["mesh_angles"]) == x["k_star"] for x in r["b"] if x["beta"] == beta) for beta in (5.0, 7.0)]
+    n = [sum(x["beta"] == beta for x in r["b"]) for beta in (5.0, 7.0)]
+    return {"KSHORT": f"B's k* at β = 5 on {hits[0]} of {n[0]} starts, at β = 7 on {hits[1]} of {n[1]};",
+            "RATESHORT": f"{100 * err:.2f} %", "MERGESHORT": f"{100 * max(x['rel_err'] for x in r['merge']):.2f} %",
+            "COSTSHORT": f"{c['b']['wall_s'] / mine['wall_s']:.0f}× faster and {c['b']['w1'] / mine['w1']:.1f}× closer to the converged reference"}
+
+
+def test_guide_numbers_are_the_committed_report():
+    """Every number the validation guide states about the circle study is read from
+    validation/report-quick-circle/report.json (``spherepde validate --quick --only circle``)."""
+    rep = json.loads(REPORT.read_text(encoding="utf-8"))
+    assert rep["meta"]["size"] == "quick" and rep["counts"]
+    text = " ".join(GUIDE.read_text(encoding="utf-8").split())
+    for key, sentence in {**doc_sentences(rep), **doc_short(rep)}.items():
+        assert " ".join(sentence.split()) in text, (key, sentence)
