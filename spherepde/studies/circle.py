@@ -464,7 +464,8 @@ def _reflected_rates(beta: float = 5.0, k: int = 3, n: int = 999, T: float = 0.0
     return out
 
 
-def _cost(p, log) -> dict:
+def cost_comparison(p, log=lambda *_a: None) -> dict:
+    """The convergence and cost part (module docstring) with the study's parameters ``p``; also ``spherepde bench`` part (g)."""
     _mesh_run({**p, "cost_T": 0.02}, 64)  # compile every kernel before anything is timed
     ref_mesh, ref_rho, ref_wall, ref_steps = _mesh_run(p, int(p["ref_cells"]))
     ref = (_edges(ref_mesh), ref_rho * ref_mesh.areas)
@@ -539,7 +540,7 @@ def run(size: str = "quick", **overrides) -> dict:
         raise ValueError(problem)
     t0 = time.perf_counter()
     res = {"name": NAME, "title": TITLE, "size": size, "params": p}
-    res["cost"] = _cost(p, log)  # first: its timings see an idle process
+    res["cost"] = cost_comparison(p, log)  # first: its timings see an idle process
     res["rates"] = _rates(p, log)
     res["b"] = []
     for beta, T in p["b_cases"]:

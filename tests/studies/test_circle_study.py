@@ -187,3 +187,13 @@ def test_guide_numbers_are_the_committed_report():
     text = " ".join(GUIDE.read_text(encoding="utf-8").split())
     for key, sentence in {**doc_sentences(rep), **doc_short(rep)}.items():
         assert " ".join(sentence.split()) in text, (key, sentence)
+
+
+def test_bench_entry_reports_both_solvers_side_by_side():
+    """``spherepde bench`` part (g) on a small grid: both wall times, steps and W1 to the reference, and their ratios."""
+    from spherepde.studies.benchmarks import bench_circle_vs_lax_friedrichs
+
+    g = bench_circle_vs_lax_friedrichs(True, b_points=999, cells=256, ref_cells=1024)
+    assert g["b_points"] == 999 and g["b_steps"] == math.ceil(0.1 / (0.02 * 2 * math.pi / 999)) and g["cells"] == 256
+    assert g["speedup"] == pytest.approx(g["b_wall_s"] / g["wall_s"]) and g["w1_ratio"] == pytest.approx(g["w1"] / g["b_w1"])
+    assert g["w1_ratio"] < 1.0  # Lax-Friedrichs on 999 points diffuses far more than order 2 on 256 arcs
