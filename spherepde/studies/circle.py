@@ -185,8 +185,12 @@ def check_params(p: dict) -> str | None:
     if max(p["conv_cells"]) >= p["ref_cells"]:
         return f"ref_cells: {p['ref_cells']} must be finer than every mesh of conv_cells {p['conv_cells']}"
     for c in p["merge_cases"]:
-        if not (isinstance(c, (list, tuple)) and len(c) == 4 and c[3] in ("softmax", USA) and 0 < float(c[1]) < 1 and 0 < float(c[2]) < 180):
-            return f"merge_cases: {c!r} is not [beta, m1 in (0, 1), theta0 in (0, 180) degrees, 'softmax' or 'unnormalised']"
+        if not (isinstance(c, (list, tuple)) and len(c) == 4 and c[3] in ("softmax", USA) and 0 < float(c[0]) <= 64
+                and 0 < float(c[1]) < 1 and 0 < float(c[2]) < 180):
+            return f"merge_cases: {c!r} is not [beta in (0, 64], m1 in (0, 1), theta0 in (0, 180) degrees, 'softmax' or 'unnormalised']"
+    for c in p["b_cases"]:
+        if not (isinstance(c, (list, tuple)) and len(c) == 2):
+            return f"b_cases: {c!r} is not a [beta, T] pair; e.g. [[5.0, 0.5], [7.0, 0.1]]"
     return None
 
 
