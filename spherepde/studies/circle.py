@@ -79,7 +79,7 @@ import numpy as np
 
 from spherepde.model.linear import fastest_mode, fourier_coefficient, linear_rate, nucleation_angles
 from spherepde.studies import common as _v
-from spherepde.studies.common import checks_line, markdown_table, paper_claim, require_finite, save_figure, solver_check, study_params
+from spherepde.studies.common import checks_line, paper_claim, require_finite, save_figure, solver_check, study_params
 
 NAME = "circle"
 TITLE = "The circle S^1: linear rates, nucleation (Bruno et al.), merge times, convergence and cost against Lax-Friedrichs"
