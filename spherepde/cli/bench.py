@@ -47,6 +47,11 @@ def _print_report(r: dict) -> None:
     for x in r.get("f_circle_sums", []):
         print(f"    N = {x['N']:6d}  {x['layout']:6s} r = {x['r']:4.0f}: {x['speedup']:7.1f}x  ({x['path']}, order {x['order']}, "
               f"rechecked {x['rechecked_pairs']}); max err log Z {x['max_err_logZ']:.1e}, v {x['max_err_v']:.1e}")
+    g = r.get("g_circle_vs_lax_friedrichs")
+    if g:
+        print(f"(g) circle, B's beta = {g['beta']:g} problem to T = {g['T']:g}, W1 to {g['ref_cells']} arcs   target >= 10x faster and closer")
+        print(f"    Lax-Friedrichs {g['b_points']} points: {g['b_wall_s']:.2f} s ({g['b_steps']} steps), W1 {g['b_w1']:.2g}; density level "
+              f"{g['cells']} arcs: {g['wall_s']:.2f} s ({g['steps']} steps), W1 {g['w1']:.2g}: {g['speedup']:.1f}x faster, W1 ratio {g['w1_ratio']:.2f}")
     print("targets met: " + ", ".join(f"{k} {'yes' if v else ('n/a' if v is None else 'NO')}" for k, v in r["targets_met"].items()))
     print(f"wall time {r['wall_time_s']:.0f} s")
 
@@ -61,7 +66,7 @@ def cmd_bench(args) -> int:
 
 
 def register(sub, common) -> None:
-    b = sub.add_parser("bench", help="performance ratios (direct vs NumPy, fast vs direct, mesh-step scaling, particles, circle sums)")
+    b = sub.add_parser("bench", help="performance ratios (direct vs NumPy, fast vs direct, mesh-step scaling, particles, circle sums, circle vs Lax-Friedrichs)")
     b.add_argument("--json", action="store_true", help="print the report as JSON")
     b.add_argument("--quick", action="store_true", help="fewer sizes and heads (~20 s instead of ~4 min)")
     common(b)

@@ -32,4 +32,5 @@ counts solver checks passed/total and paper claims reproduced/total separately.
 #: The sizes every study defines in ``SIZES`` (:func:`spherepde.studies.common.sizes_table`).
 SIZES = ("smoke", "quick", "full")
 
-STUDIES = ("analytic", "structure", "mesh_vs_particles", "paper_section6", "stability", "mesh_convergence", "work_precision", "metastability")
+STUDIES = ("analytic", "structure", "mesh_vs_particles", "paper_section6", "stability", "mesh_convergence", "work_precision", "metastability",
+           "circle")
