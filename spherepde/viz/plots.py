@@ -831,8 +831,10 @@ def _predicted_angles(folder) -> np.ndarray | None:
     """The nucleation prediction of a circle run (summary.json ``circle_nucleation``), if it has one."""
     import json
 
+    from spherepde.runs.runfolder import SUMMARY_FILE
+
     try:
-        entry = json.loads((Path(folder) / "summary.json").read_text()).get("circle_nucleation") or {}
+        entry = json.loads((Path(folder) / SUMMARY_FILE).read_text()).get("circle_nucleation") or {}
         return np.asarray(entry["predicted"]["angles"], dtype=np.float64)
     except (OSError, ValueError, KeyError, TypeError):
         return None
