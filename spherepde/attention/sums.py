@@ -37,9 +37,21 @@ __all__ = ["SUMMATION_MODES", "SummationMode", "attention_moments"]
 _AUTO_MIN_WORK = 1_000_000
 
 
+#: The same threshold on the circle (d = 2), where the Bessel series / FFT cost little to set up:
+#: measured on the 2-core machine (one head A = 5 I, log form, m = n points of a uniform grid),
+#: direct and fast take the same time at 128 points (16,384 triples) and the fast sums are 3x /
+#: 10x faster at 256 / 512 points; from this many triples the circle's cost model decides.
+_AUTO_MIN_WORK_CIRCLE = 30_000
+
+
 def auto_considers_fast(m: int, n: int, H: int) -> bool:
     """Whether ``summation="auto"`` lets the cost model weigh the fast sums for m targets, n sources, H heads."""
     return m * n * H >= _AUTO_MIN_WORK
+
+
+def auto_considers_circle_sums(m: int, n: int, H: int) -> bool:
+    """The same on the circle (``_AUTO_MIN_WORK_CIRCLE``)."""
+    return m * n * H >= _AUTO_MIN_WORK_CIRCLE
 
 
 @dataclass(frozen=True)
@@ -53,6 +65,13 @@ class SummationMode:
 
     tries_fast: Callable[[int, int, int], bool]
     harmonic: str = "fast"
+    #: the rule on the circle (d = 2); None: ``tries_fast``
+    tries_fast_circle: Callable[[int, int, int], bool] | None = None
+
+    def tries(self, m: int, n: int, H: int, d: int) -> bool:
+        """``tries_fast`` (d = 3) or ``tries_fast_circle`` (d = 2) for m targets, n sources, H heads."""
+        rule = self.tries_fast_circle if (d == 2 and self.tries_fast_circle is not None) else self.tries_fast
+        return bool(rule(m, n, H))
 
 
 #: The summation modes: the ``summation`` argument of :func:`attention_moments` and the config
@@ -60,7 +79,7 @@ class SummationMode:
 SUMMATION_MODES = Registry("summation mode", key="solver.summation")
 SUMMATION_MODES.register("direct", SummationMode(lambda m, n, H: False), about="the exact O(m n H) sums (spherepde.attention.direct)")
 SUMMATION_MODES.register("fast", SummationMode(lambda m, n, H: True, "fast"), about="with error control: spherical harmonics on S^2, O((m H + n) L^2); Bessel series or FFT on S^1")
-SUMMATION_MODES.register("auto", SummationMode(auto_considers_fast, "auto"), about="fast where it meets the tolerance and is predicted cheaper, else direct")
+SUMMATION_MODES.register("auto", SummationMode(auto_considers_fast, "auto", auto_considers_circle_sums), about="fast where it meets the tolerance and is predicted cheaper, else direct")
 
 
 def attention_moments(X, Y, w, A, *, want_q: bool = False, log: bool = False, simd: bool = True,
@@ -113,7 +132,7 @@ def attention_moments(X, Y, w, A, *, want_q: bool = False, log: bool = False, si
         )
     m, d = X.shape
     H = A.shape[0]
-    if simd and d == 2 and how.tries_fast(m, Y.shape[0], H):
+    if simd and d == 2 and how.tries(m, Y.shape[0], H, d):
         C, Z, Mom, Q, _info = circle.moments(X, Y, w, A, want_q=want_q, tol=tol, mode=how.harmonic, log_form=log)
         if log:  # already in log form (log Z, Mom/Z, Q/Z)
             return Z, Mom, (Q if want_q else None)

@@ -380,3 +380,22 @@ def test_bench_entry_reports_both_paths_and_their_errors():
     for x in rows:
         assert x["t_direct_s"] > 0 and x["t_circle_s"] > 0 and x["speedup"] == x["t_direct_s"] / x["t_circle_s"]
         assert x["max_err_logZ"] <= 1e-10 and x["max_err_v"] <= 1e-10 and x["order"] == circle.choose_order(5.0, 1e-10)
+
+
+def test_auto_takes_the_circle_sums_on_a_mesh_sized_grid_and_direct_sums_below():
+    """The d = 2 threshold of summation = "auto" (sums._AUTO_MIN_WORK_CIRCLE): 512 cell nodes of a uniform
+    circle mesh (one head, A = 5 I) go by the fast sums (equal to the direct ones to 1e-12, not bit for bit);
+    64 go by the direct kernel, bit for bit."""
+    from spherepde.attention import attention_moments
+
+    for n, fast in ((512, True), (64, False)):
+        th = (np.arange(n) + 0.5) * 2 * np.pi / n
+        X = np.stack([np.cos(th), np.sin(th)], axis=1)
+        w = np.random.default_rng(n).random(n)
+        w /= w.sum()
+        A = np.array([5.0 * np.eye(2)])
+        auto = attention_moments(X, X, w, A, log=True, summation="auto")
+        direct = attention_moments(X, X, w, A, log=True, summation="direct")
+        np.testing.assert_allclose(auto[0], direct[0], rtol=0, atol=1e-12)
+        np.testing.assert_allclose(auto[1], direct[1], rtol=0, atol=1e-12)
+        assert np.array_equal(auto[0], direct[0]) is (not fast)
