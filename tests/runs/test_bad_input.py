@@ -420,3 +420,18 @@ def test_an_implicit_run_with_a_tiny_tolerance_meets_the_step_budget(capsys, wor
     steps = float(first[0].split("about ")[1].split(" steps to T = 0.1")[0])
     assert steps == pytest.approx(0.1 / h, rel=1e-2)  # dt is printed to 3 digits
     assert f"step {MIN_STEPS_CHECKED}" in line or "step 1" in line  # stopped at the first check, not after crawling
+
+
+def test_an_implicit_run_warns_when_its_start_perturbation_is_below_its_tolerance(capsys, workdir):
+    """A perturbation within 10 x solver.tol of the uniform state is not resolved by the implicit step's
+    error control: the run says so (one warning line naming the fix); a tighter tol or an explicit run does not."""
+    base = [*TINY, "--set", "solver.T=0.02", "--set", "initial.kind=uniform", "--set", "initial.noise=0.003", "--set", "output.vtk=false"]
+    for extra, warns in ((["--set", "solver.integrator=implicit"], True), (["--set", "solver.integrator=implicit", "--set", "solver.tol=1e-4"], False),
+                         ([], False)):
+        code = main(["run", *base, *extra, "--force"])
+        _, err = capsys.readouterr()
+        assert code == 0, err
+        lines = [ln for ln in err.splitlines() if "perturbation" in ln]
+        assert len(lines) == int(warns), err
+        if warns:
+            assert "solver.tol <= 0.0003" in lines[0] and "ssprk3" in lines[0]
