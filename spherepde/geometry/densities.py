@@ -423,7 +423,7 @@ def _check_tokens(path, X: np.ndarray) -> None:
     off = np.abs(np.linalg.norm(X, axis=1) - 1.0)
     if np.any(off > TOKEN_RADIUS_TOL):
         k = int(np.argmax(off))
-        raise ValueError(f"{path}: {int(np.sum(off > TOKEN_RADIUS_TOL))} token(s) lie off the unit sphere (row {k}: | |x| - 1 | = {off[k]:.3g} "
+        raise ValueError(f"{path}: {int(np.sum(off > TOKEN_RADIUS_TOL))} token(s) lie off the unit sphere S^{X.shape[1] - 1} (row {k}: | |x| - 1 | = {off[k]:.3g} "
                          f"> {TOKEN_RADIUS_TOL:g}); normalise the rows")
 
 

@@ -21,6 +21,12 @@ variable                      dims
 ``D`` (or ``A`` and ``V``)    ``(time_w, head, i, j)``: the weight path (gradient / general heads)
 ============================  =================================================================
 
+A circle run (model.d = 2; cells are arcs) has ``rho`` per unit arc length, ``cell_length``
+``(cell,)`` (arc lengths, sum 2 pi) instead of ``cell_area``, ``cell_theta`` (node angles) instead
+of ``cell_lon``/``cell_lat``, ``cell_xy``/``cell_node_xy`` ``(cell, xy)``, ``point_mass_xy``
+``(time, point_mass, xy)``, and tokens ``x`` ``(time, token, xy)`` with their angles ``x_theta``
+``(time, token)``; its NetCDF export holds a 1-D UGRID mesh (the arcs as edges between their end points).
+
 ``time`` are the snapshot times, ``time_diag`` the record times of the diagnostics and
 ``time_w`` the grid of the weight path. A Monte-Carlo folder (``path-NNN`` runs) stacks
 its paths along a ``path`` dimension. :func:`open_sweep` gives a sweep's ``results.csv``
