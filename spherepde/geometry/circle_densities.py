@@ -14,7 +14,8 @@ uniform law is 1/(2 pi). Every constructor returns rho (nc,) with sum_c rho_c h_
   k = 1..8 (coefficients N(0, 1/2) for cos and sin), scaled to max |f| = 1 over the cells;
 * :func:`quantile_angles` -- n angles at the quantiles of (1 + amplitude f)/(2 pi), a deterministic token
   sample of the density :func:`with_noise` gives (its tokens' Fourier coefficients are the density's);
-* :func:`from_particles` -- the histogram of points (n, 2); :func:`from_file` -- cell values.
+* :func:`from_particles` -- the histogram of points (n, 2); :func:`from_file` -- cell values, or the
+  histogram of the tokens (n, 2) a file holds.
 
 Cell averages of smooth densities use Gauss--Legendre quadrature (4 points) on sub-arcs at
 most half as wide as the narrowest feature (1/sqrt(kappa) for a bump, sigma for the
@@ -28,7 +29,7 @@ import math
 
 import numpy as np
 
-from spherepde.geometry.densities import from_file, normalise
+from spherepde.geometry.densities import normalise, read_start_file
 
 __all__ = ["cell_average", "fourier_average", "from_file", "from_particles", "normalise", "octahedral", "spherical_harmonic",
            "uniform", "vm_density", "vmf_mixture", "with_noise", "circle_means", "noise_coefficients", "quantile_angles"]
@@ -204,3 +205,13 @@ def from_particles(mesh, X, weights=None) -> np.ndarray:
         raise ValueError(f"point weights have shape {w.shape}, expected ({X.shape[0]},)")
     mass = np.bincount(mesh.locate(X), weights=w, minlength=mesh.n_cells)  # mesh: a CircleMesh
     return normalise(mesh, mass / mesh.areas)
+
+
+def from_file(mesh, path) -> np.ndarray:
+    """The density of ``initial.file`` (:func:`spherepde.geometry.densities.read_start_file`, d = 2): cell
+    values (nc,), normalised, or the histogram of tokens (n, 2) (:func:`from_particles`: mass 1/n per token
+    in the arc containing it)."""
+    arr = read_start_file(path, mesh.n_cells, 2)
+    if arr.ndim == 2:
+        return from_particles(mesh, arr)
+    return normalise(mesh, arr)

@@ -31,6 +31,7 @@ from spherepde._base import load_arrays
 __all__ = [
     "cell_average",
     "from_file",
+    "read_start_file",
     "from_particles",
     "locate_cells",
     "normalise",
@@ -377,23 +378,59 @@ def with_noise(mesh, rho, amplitude: float, *, seed: int = 0, lmax: int = 8) -> 
     return normalise(mesh, np.asarray(rho, float) * (1.0 + amplitude * f))
 
 
-def from_file(mesh, path) -> np.ndarray:
-    """Cell values from a ``.npy`` file (shape (nc,), read by :func:`spherepde._base.load_arrays`), normalised."""
+#: How far a token of a start file (``initial.file``, tokens (n, d)) may lie off the unit sphere: | |x| - 1 |.
+TOKEN_RADIUS_TOL = 1e-6
+
+
+def read_start_file(path, n_cells: int, d: int) -> np.ndarray:
+    """``initial.file`` of a mesh run: cell densities (n_cells,) as stored, or tokens (n, d) on S^{d-1}.
+
+    A ``.npy`` array, read by :func:`spherepde._base.load_arrays` (headers checked first, then
+    memory-mapped: nothing large is allocated before the shape check). One-line ValueError for
+    an array that is neither (n_cells,) nor (n, d), tokens of another d, an empty token array,
+    NaN/inf values, or tokens off the sphere (| |x| - 1 | > :data:`TOKEN_RADIUS_TOL`)."""
     path = Path(path)
     if path.is_dir():
         raise ValueError(f"{path} is a directory; give a .npy file of cell densities")
     if not path.is_file():
         raise FileNotFoundError(f"density file not found: {path}")
     try:
-        # headers checked first, then memory-mapped: nothing large is allocated before the shape check
         arr = load_arrays(path, mmap_mode="r")
     except (ValueError, OSError, EOFError) as exc:
         raise ValueError(f"cannot read {path} as a .npy array of cell densities (damaged, or not a .npy file): {' '.join(str(exc).split())}") from exc
     if isinstance(arr, np.lib.npyio.NpzFile):
         arr.close()
-        raise ValueError(f"{path}: expected a .npy array of shape ({mesh.n_cells},), got an .npz archive")  # noqa: TRY004
-    if arr.shape != (mesh.n_cells,):
-        raise ValueError(f"{path}: density has shape {arr.shape}, but the mesh has {mesh.n_cells} cells")
+        raise ValueError(f"{path}: expected a .npy array of cell densities ({n_cells},) or tokens (n, {d}), got an .npz archive")  # noqa: TRY004
+    if arr.ndim == 2 and arr.shape[1] != d:
+        raise ValueError(f"{path}: tokens of shape {arr.shape} lie in d = {arr.shape[1]}, but this run has model.d = {d}; give tokens (n, {d})")
+    if arr.shape != (n_cells,) and arr.ndim != 2:
+        raise ValueError(f"{path}: density has shape {arr.shape}, but the mesh has {n_cells} cells (a token file holds (n, {d}))")
     if not (np.issubdtype(arr.dtype, np.floating) or np.issubdtype(arr.dtype, np.integer)):
-        raise ValueError(f"{path}: expected a real numeric array of cell densities, got dtype {arr.dtype}")
-    return normalise(mesh, np.array(arr, dtype=np.float64))
+        raise ValueError(f"{path}: expected a real numeric array of cell densities or tokens, got dtype {arr.dtype}")
+    arr = np.array(arr, dtype=np.float64)
+    if arr.ndim == 2:
+        _check_tokens(path, arr)
+    return arr
+
+
+def _check_tokens(path, X: np.ndarray) -> None:
+    """Refuse an empty token array, NaN/inf, or points off the unit sphere (ValueError, one line)."""
+    if X.shape[0] == 0:
+        raise ValueError(f"{path}: tokens of shape {X.shape} hold no token; give at least one row (n >= 1)")
+    bad = ~np.all(np.isfinite(X), axis=1)
+    if bad.any():
+        raise ValueError(f"{path}: {int(bad.sum())} token(s) hold NaN or infinite coordinates (first: row {int(np.argmax(bad))})")
+    off = np.abs(np.linalg.norm(X, axis=1) - 1.0)
+    if np.any(off > TOKEN_RADIUS_TOL):
+        k = int(np.argmax(off))
+        raise ValueError(f"{path}: {int(np.sum(off > TOKEN_RADIUS_TOL))} token(s) lie off the unit sphere S^{X.shape[1] - 1} (row {k}: | |x| - 1 | = {off[k]:.3g} "
+                         f"> {TOKEN_RADIUS_TOL:g}); normalise the rows")
+
+
+def from_file(mesh, path) -> np.ndarray:
+    """The density of ``initial.file`` (:func:`read_start_file`, d = 3): cell values (nc,), normalised, or
+    the histogram of tokens (n, 3) (:func:`from_particles`: mass 1/n per token in the cell containing it)."""
+    arr = read_start_file(path, mesh.n_cells, 3)
+    if arr.ndim == 2:
+        return from_particles(mesh, arr)
+    return normalise(mesh, arr)

@@ -102,7 +102,7 @@ class InitialSection:
     l: int = _f(2, "harmonic: degree l", min=0)
     m: int = _f(0, "harmonic: order m (-l <= m <= l)")
     eps: float = _f(0.1, "harmonic: amplitude eps of uniform * (1 + eps Y_lm)")
-    file: str = _f("", "kind = 'file': .npy tokens (n, d) or cell densities (n_cells,)")
+    file: str = _f("", "kind = 'file': .npy tokens (n, d) on S^{d-1} or cell densities (n_cells,); a mesh run starts from the tokens' histogram (mass 1/n per token in its cell), a 'both' run also starts its tokens there (n from the file)")
     placement: str = _f("random", "tokens of kind 'vmf' / 'uniform' (d = 3): 'random' draws them (initial.seed); 'stratified' places them deterministically, n p_j per bump (token weights p_j / n_j where n p_j is not whole) by the inverse CDF of the polar angle at stratified points and a golden-angle azimuth -- mesh and tokens then start from the same measure up to quadrature; on the circle (d = 2, kind 'uniform') at the n quantiles of (1 + initial.noise f)/(2 pi), the density a mesh run with this noise starts from", choices=("random", "stratified"))
     sample: bool = _f(False, "mesh: start from the histogram of the initial.n tokens (initial.seed) a particle run with this section draws -- the same finite sample, so both levels start alike")
     noise: float = _f(0.0, "mesh: multiply the density by 1 + noise * (a random field of spherical harmonics of degree 1..8 -- Fourier modes 1..8 on the circle --, max |field| = 1, seeded by initial.seed); circle tokens with placement = 'stratified': their quantiles; 0: none", min=0.0, max=0.99)

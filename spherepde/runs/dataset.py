@@ -21,6 +21,12 @@ variable                      dims
 ``D`` (or ``A`` and ``V``)    ``(time_w, head, i, j)``: the weight path (gradient / general heads)
 ============================  =================================================================
 
+A circle run (model.d = 2; cells are arcs) has ``rho`` per unit arc length, ``cell_length``
+``(cell,)`` (arc lengths, sum 2 pi) instead of ``cell_area``, ``cell_theta`` (node angles) instead
+of ``cell_lon``/``cell_lat``, ``cell_xy``/``cell_node_xy`` ``(cell, xy)``, ``point_mass_xy``
+``(time, point_mass, xy)``, and tokens ``x`` ``(time, token, xy)`` with their angles ``x_theta``
+``(time, token)``; its NetCDF export holds a 1-D UGRID mesh (the arcs as edges between their end points).
+
 ``time`` are the snapshot times, ``time_diag`` the record times of the diagnostics and
 ``time_w`` the grid of the weight path. A Monte-Carlo folder (``path-NNN`` runs) stacks
 its paths along a ``path`` dimension. :func:`open_sweep` gives a sweep's ``results.csv``
@@ -250,10 +256,9 @@ def _open_single(folder: Path):
             raise RunFileError(f"{folder}: its snapshots cannot be read ({one_line(exc)}); the run folder is damaged") from None
     if snaps is not None:
         coords["time"] = ("time", snaps.t, {"long_name": "time of the snapshot", "units": _DIMLESS})
-        if snaps.rho is not None and snaps.mesh.d != 3:
-            raise RunFileError(f"{folder}: its density lives on the circle (model.d = 2); the NetCDF export writes S^2 meshes only "
-                               "(diagnostics.csv and snapshots.npz hold the circle's data)")
-        if snaps.rho is not None:
+        if snaps.rho is not None and snaps.mesh.d == 2:
+            _circle_vars(snaps, data_vars, coords)
+        elif snaps.rho is not None:
             mesh = snaps.mesh
             c = np.asarray(mesh.centers if hasattr(mesh, "centers") else mesh.cell_centers, float)
             if snaps.atom_m is None:
@@ -267,7 +272,7 @@ def _open_single(folder: Path):
                 "long_name": "cell node on the unit sphere: where the solver places the cell's mass (energy, mean_resultant)", "units": _DIMLESS})
             data_vars["cell_area"] = ("cell", np.asarray(mesh.areas, float), {"long_name": "area of the spherical-triangle cell", "units": "sr"})
         if snaps.X is not None:
-            data_vars["x"] = (("time", "token", "xyz"), snaps.X, {"long_name": "token positions on the unit sphere", "units": _DIMLESS})
+            data_vars.update(_token_vars(snaps.X))
     diag = _read_csv(folder / DIAGNOSTICS_FILE)
     if diag:
         coords["time_diag"] = ("time_diag", diag["t"], {"long_name": "time of the diagnostics record", "units": _DIMLESS})
@@ -304,6 +309,39 @@ def _open_single(folder: Path):
     if not data_vars:
         raise NotARunFolderError(f"{folder}: no diagnostics, snapshots or weights to read; is this a spherepde run folder?")
     return xr.Dataset(data_vars, coords=coords, attrs=attrs)
+
+
+def _token_vars(X) -> dict:
+    """``x`` (time, token, xyz) on S^{d-1}; on the circle (d = 2) ``x`` (time, token, xy) and the angles ``x_theta``."""
+    if X.shape[-1] != 2:
+        return {"x": (("time", "token", "xyz"), X, {"long_name": "token positions on the unit sphere", "units": _DIMLESS})}
+    from spherepde.geometry.circle import angles
+
+    return {"x": (("time", "token", "xy"), X, {"long_name": "token positions on the unit circle", "units": _DIMLESS}),
+            "x_theta": (("time", "token"), angles(X), {"long_name": "token angle on the unit circle, in [0, 2 pi)", "units": "rad"})}
+
+
+def _circle_vars(snaps, data_vars: dict, coords: dict) -> None:
+    """The cell variables of a circle run (model.d = 2; a cell is an arc, docs/model.md "The circle"):
+    ``rho`` (time, cell) per unit arc length, ``cell_theta`` (the node angle, arc midpoint), ``cell_xy``,
+    ``cell_node_xy``, ``cell_length`` (arc lengths, sum 2 pi) and, with point masses, ``point_mass_m`` /
+    ``point_mass_xy``: mu_t = rho dtheta + sum_k point_mass_m[k] delta_{point_mass_xy[k]}."""
+    mesh = snaps.mesh
+    if snaps.atom_m is None:
+        data_vars["rho"] = (("time", "cell"), snaps.rho, {"long_name": "cell-averaged density of mu_t per unit arc length", "units": "rad-1"})
+    else:
+        data_vars["rho"] = (("time", "cell"), snaps.rho_cells, {
+            "long_name": "cell-averaged density of the cells' part of mu_t per unit arc length (the point masses are point_mass_m)", "units": "rad-1"})
+        data_vars["point_mass_m"] = (("time", "point_mass"), snaps.atom_m, {
+            "long_name": "mass of each point mass (a collapsed cluster, a Dirac mass of mu_t); 0: unused slot", "units": _DIMLESS})
+        data_vars["point_mass_xy"] = (("time", "point_mass", "xy"), snaps.atom_x, {
+            "long_name": "position of each point mass on the unit circle; (0, 0): unused slot", "units": _DIMLESS})
+    coords["cell_theta"] = ("cell", np.asarray(mesh.theta, float), {"long_name": "angle of the cell node (the arc midpoint)", "units": "rad"})
+    nodes = np.asarray(mesh.nodes, float)
+    data_vars["cell_xy"] = (("cell", "xy"), nodes, {"long_name": "cell centre (the arc midpoint) on the unit circle", "units": _DIMLESS})
+    data_vars["cell_node_xy"] = (("cell", "xy"), nodes, {
+        "long_name": "cell node on the unit circle: where the solver places the cell's mass (energy, mean_resultant)", "units": _DIMLESS})
+    data_vars["cell_length"] = ("cell", np.asarray(mesh.areas, float), {"long_name": "length of the arc (cell); the lengths sum to 2 pi", "units": "rad"})
 
 
 def _cell_nodes(mesh) -> np.ndarray:
@@ -420,13 +458,15 @@ def _with_mesh_topology(ds, folder: Path):
     mesh_file = next((p / MESH_FILE for p in paths if (p / MESH_FILE).is_file()), None)
     if mesh_file is None:
         return ds
-    from spherepde.geometry.mesh import SphereMesh
+    from spherepde.geometry.meshfiles import load_saved_mesh
 
-    mesh = SphereMesh.load(mesh_file)
+    mesh = load_saved_mesh(mesh_file)
     points, cells = np.asarray(mesh.points, float), np.asarray(mesh.cells)
     if len(cells) != ds.sizes["cell"]:
         raise RunFileError(f"{mesh_file} has {len(cells)} cells, but the snapshots hold {ds.sizes['cell']}; the run folder is damaged")
     ds = ds.copy()
+    if mesh.d == 2:
+        return _with_circle_topology(ds, mesh)
     ds["mesh"] = ((), np.int32(0), {
         "cf_role": "mesh_topology", "long_name": "topology of the sphere mesh: spherical triangles (cells) on the unit sphere",
         "topology_dimension": np.int32(2), "node_coordinates": "node_lon node_lat", "face_node_connectivity": "cell_nodes",
@@ -442,6 +482,31 @@ def _with_mesh_topology(ds, folder: Path):
     for name in ("rho", "cell_area"):
         if name in ds:
             ds[name].attrs.update({"mesh": "mesh", "location": "face"})
+    ds.attrs["Conventions"] = "CF-1.10 UGRID-1.0"
+    return ds
+
+
+def _with_circle_topology(ds, mesh):
+    """``ds`` (a copy) with a circle mesh's topology after UGRID 1.0 as a 1-D network: ``mesh``
+    (cf_role mesh_topology, topology_dimension 1), the arc end points ``node_x``/``node_y`` (and their
+    angles ``node_theta``) and ``cell_nodes`` (cell, 2), the two end points of each arc (counter-clockwise,
+    start_index 0); ``rho`` and ``cell_length`` name the mesh and location 'edge'."""
+    points = np.asarray(mesh.points, float)
+    ds["mesh"] = ((), np.int32(0), {
+        "cf_role": "mesh_topology", "long_name": "topology of the circle mesh: arcs (cells) of the unit circle between their end points",
+        "topology_dimension": np.int32(1), "node_coordinates": "node_x node_y", "edge_node_connectivity": "cell_nodes",
+        "edge_dimension": "cell", "edge_coordinates": "cell_x cell_y"})
+    ds["node_x"] = ("node", points[:, 0], {"long_name": "x of the arc end point on the unit circle", "units": _DIMLESS})
+    ds["node_y"] = ("node", points[:, 1], {"long_name": "y of the arc end point on the unit circle", "units": _DIMLESS})
+    ds["node_theta"] = ("node", np.asarray(mesh.phi, float), {"long_name": "angle of the arc end point (the mesh's vertex angle)", "units": "rad"})
+    ds["cell_x"] = ("cell", np.asarray(mesh.nodes, float)[:, 0], {"long_name": "x of the arc midpoint on the unit circle", "units": _DIMLESS})
+    ds["cell_y"] = ("cell", np.asarray(mesh.nodes, float)[:, 1], {"long_name": "y of the arc midpoint on the unit circle", "units": _DIMLESS})
+    ds["cell_nodes"] = (("cell", "cell_node"), np.asarray(mesh.cells).astype(np.int32), {
+        "cf_role": "edge_node_connectivity", "start_index": np.int32(0),
+        "long_name": "end points of each arc, counter-clockwise (indices into node)"})
+    for name in ("rho", "cell_length"):
+        if name in ds:
+            ds[name].attrs.update({"mesh": "mesh", "location": "edge"})
     ds.attrs["Conventions"] = "CF-1.10 UGRID-1.0"
     return ds
 

@@ -369,8 +369,21 @@ def build_solver(cfg: Config, path: WeightPath, *, mesh=None):
         from spherepde.solvers.coupled import CoupledSolver
 
         return CoupledSolver(ms, cfg.initial.n, seed=cfg.initial.seed, distances=cfg.output.distances, distance_every=cfg.output.distance_every, t_end=cfg.solver.T,
-                             particle_dt=_particle_step(cfg, path))
+                             particle_dt=_particle_step(cfg, path), tokens=_file_tokens(cfg, mesh))
     return ms
+
+
+def _file_tokens(cfg: Config, mesh):
+    """The tokens (n, d) of ``initial.file`` when it holds tokens (a ``both`` run starts its tokens there and
+    its mesh from their histogram), else None (cell densities: the tokens are drawn from the density)."""
+    if cfg.initial.kind != "file":
+        return None
+    from spherepde.geometry.densities import read_start_file
+
+    with _FileContext("initial.file", cfg.initial.file):
+        if read_start_file(cfg.initial.file, mesh.n_cells, cfg.model.d).ndim != 2:
+            return None
+    return build_initial_tokens(cfg)
 
 
 def _build(cfg: Config):

@@ -40,6 +40,8 @@ class CoupledSolver:
     ----------
     mesh_solver : the MeshSolver (already holding the initial density).
     n : number of tokens sampled from the initial density (seeded by ``seed``).
+    tokens : the initial tokens (n, d) instead of that sample (a start from a token file, whose
+        histogram is the mesh's initial density); ``n`` is then their number.
     particle_integrator : ``euler`` or ``heun``.
     particle_dt : the particle step (default: the path's grid step).
     distances : ``"cheap"`` (l1_hist, w1_sliced), ``"all"`` (also w1_exact) or ``"none"``.
@@ -48,7 +50,7 @@ class CoupledSolver:
     """
 
     def __init__(self, mesh_solver, n: int, *, seed: int = 0, particle_integrator: str = "euler", distances: str = "cheap",
-                 distance_every: int = 1, t_end: float | None = None, particle_dt: float | None = None):
+                 distance_every: int = 1, t_end: float | None = None, particle_dt: float | None = None, tokens=None):
         from spherepde.solvers.particles import ParticleSolver
 
         if distances not in DISTANCE_MODES:
@@ -57,7 +59,10 @@ class CoupledSolver:
             raise ValueError(f"output.distance_every: must be >= 1, got {distance_every!r}")
         self.mesh_solver = mesh_solver
         self.mesh = mesh_solver.mesh
-        X0 = sample_from_density(self.mesh, mesh_solver.density(), n, seed=seed)  # point masses included
+        if tokens is None:
+            X0 = sample_from_density(self.mesh, mesh_solver.density(), n, seed=seed)  # point masses included
+        else:
+            X0 = tokens
         self.particle_solver = ParticleSolver(X0, mesh_solver.path, dt=particle_dt, integrator=particle_integrator,
                                               attention=mesh_solver.attention)
         self.distances = distances

@@ -356,7 +356,9 @@ def test_export_refuses_a_run_that_is_not_whole(capsys, work, damage, words):
         (run / "diagnostics.csv").write_bytes(b"")
     else:
         f = run / ("diagnostics.csv" if damage == "diagnostics cut" else "config.toml")
-        f.write_bytes(f.read_bytes()[: f.stat().st_size // 2])
+        data = f.read_bytes()
+        half = data[: len(data) // 2]
+        f.write_bytes(half if damage == "diagnostics cut" else half[: half.rindex(b"\n") + 1])  # config: cut after a whole line
     line = refused(capsys, work, "export", "mesh", "--netcdf", "out.nc")  # exported silently before
     for w in words:
         assert w in line, line

@@ -279,8 +279,8 @@ def test_a_mesh_file_of_vertex_angles(tmp_path, capsys):
     code, _, err = cli(capsys, "run", *SET, "--set", f"mesh.file={tmp_path / 'bad.npy'}", "--out", tmp_path / "bad")
     assert code == 2 and "mesh.file" in one_line_error(err) and "not strictly increasing" in err
     assert not (tmp_path / "bad").exists()
-    code, _, err = cli(capsys, "export", tmp_path / "r", "--netcdf", tmp_path / "r.nc")
-    assert code != 0 and "circle" in one_line_error(err) and not (tmp_path / "r.nc").exists()
+    code, _, err = cli(capsys, "export", tmp_path / "r", "--netcdf", tmp_path / "r.nc")  # a 1-D UGRID mesh (tests/runs/test_circle_netcdf.py)
+    assert code == 0 and (tmp_path / "r.nc").is_file(), err
 
 
 def test_a_point_mass_run_resumes_bit_for_bit(tmp_path, capsys):
