@@ -99,7 +99,8 @@ _QUANTITIES = (
     Column("dt_last", "last time step", compare=False),
     Column("speed_rms", "root-mean-square token speed"),
     Column("n_clusters", "number of clusters: single-linkage groups at chordal distance 0.1 holding at least 1 % of the mass "
-                         "(tokens; mesh: point masses and cells denser than 5/(4 pi))",
+                         "(tokens; mesh: point masses and cells denser than 5/(4 pi), 5/(2 pi) on the circle); tokens spread between "
+                         "forming clusters link them into one group, so before collapse the tokens' count is lower than the mesh's",
            symbol="clusters (groups with >= 1 % of the mass)", axis="number of clusters"),
     Column("G2_scheme", "mesh: the scheme's own metric slope (edge fluxes; mobility 1 with unnormalised attention), the G^2 of the "
                         "paper-form balance edi_paper", energy=True),

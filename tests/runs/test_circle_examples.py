@@ -165,4 +165,7 @@ def test_the_full_examples(beta, tmp_path):
         e = json.loads((out / "summary.json").read_text())["circle_nucleation"]
         assert e["final"]["n"] == k and (OFFSET[beta] is None or e["max_offset"] < OFFSET[beta])
         ends.append(np.sort(e["final"]["angles"]))
+        if beta == 5.0:  # docs/guide/circle.md: the column n_clusters counts 3 on the mesh, 1 for the tokens still linked by their spread
+            final = json.loads((out / "summary.json").read_text())["final"]["n_clusters"]
+            assert final == (3 if name == MESH else 1), (name, final)
     assert np.max(np.abs(np.mod(ends[0] - ends[1] + np.pi, 2 * np.pi) - np.pi)) < 0.05
