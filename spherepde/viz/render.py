@@ -418,7 +418,7 @@ def _scene_for(snaps: RunSnapshots, *, particles: bool | None, clim, log: bool, 
         raise ValueError(f"{snaps.folder}: this mesh run stored no particle snapshots (X); drop --particles")
     if snaps.kind == "mesh" and snaps.mesh.d != 3:
         raise ValueError(f"{snaps.folder}: render draws densities on S^2; this run's density lives on the circle (model.d = 2), "
-                         "which has no 3-D view yet: use 'spherepde plot' for its diagnostics")
+                         "which has no 3-D view: 'spherepde plot' draws its views (kymograph.png: the density over theta and t; profiles_t*.png)")
     if snaps.kind == "mesh":
         clim, log = run_color_limits(snaps, clim, log=log)
         scene = _Scene(mesh=snaps.mesh, n_tokens=snaps.X.shape[1] if draw_tokens else 0, clim=clim, log=log,
