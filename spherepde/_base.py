@@ -48,6 +48,15 @@ class ConfigError(ValueError):
     """A configuration problem; the message names the key and what to do."""
 
 
+def log_once(logger, seen: set, level: int, key, msg: str, *args) -> None:
+    """Log ``msg % args`` on ``logger`` at ``level`` the first time ``key`` is added to ``seen``, at DEBUG after that."""
+    if key in seen:
+        logger.debug(msg, *args)
+        return
+    seen.add(key)
+    logger.log(level, msg + " (logged once per process)", *args)
+
+
 def one_line(exc: BaseException) -> str:
     """An exception's message on one line (whitespace runs joined), else its class name."""
     return " ".join(str(exc).split()) or type(exc).__name__

@@ -72,6 +72,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.special import ive
 
+from spherepde._base import log_once
 from spherepde._numba import njit, prange, serial_below
 from spherepde.attention.direct import direct_scaled
 
@@ -338,11 +339,7 @@ _LOGGED: set = set()
 
 
 def _log_once(level: int, key, msg: str, *args) -> None:
-    if key in _LOGGED:
-        log.debug(msg, *args)
-        return
-    _LOGGED.add(key)
-    log.log(level, msg + " (logged once per process)", *args)
+    log_once(log, _LOGGED, level, key, msg, *args)
 
 
 #: Cost model, relative to one (target, source, head) term of the direct kernel: per

@@ -38,7 +38,7 @@ import numpy as np
 
 from spherepde._base import atomic_file, load_arrays
 from spherepde.geometry import circle_densities
-from spherepde.geometry.protocol import GEOMETRIES
+from spherepde.geometry.protocol import GEOMETRIES, GeometryCounts
 from spherepde.geometry.reconstruction import limited_linear
 
 __all__ = ["CircleMesh", "circle_mesh", "read_circle", "uniform_circle", "unit", "angles"]
@@ -83,7 +83,7 @@ def partition_problem(phi) -> str | None:
     return None
 
 
-class CircleMesh:
+class CircleMesh(GeometryCounts):
     """A periodic finite-volume mesh of S^1 (module docstring); it is its own geometry.
 
     Parameters
@@ -138,14 +138,6 @@ class CircleMesh:
         self._weight_offsets = _ro(4 * c, np.int64)
 
     # ------------------------------------------------------------------ protocol
-    @property
-    def n_cells(self) -> int:
-        return self.areas.shape[0]
-
-    @property
-    def n_edges(self) -> int:
-        return self.edge_lengths.shape[0]
-
     @property
     def slot_shape(self) -> tuple[int, int]:
         return (self.n_cells, 2)

@@ -45,7 +45,7 @@ import numpy as np
 
 from spherepde._registry import Registry
 
-__all__ = ["GEOMETRIES", "Geometry", "check_dimension", "geometry_dimension", "geometry_of", "local_maxima", "mesh_spacing"]
+__all__ = ["GEOMETRIES", "Geometry", "GeometryCounts", "check_dimension", "geometry_dimension", "geometry_of", "local_maxima", "mesh_spacing"]
 
 #: The meshes a run can use, by ``mesh.kind``: builders ``build(mesh_section) -> mesh`` with info ``d`` (ambient dimension).
 GEOMETRIES = Registry("geometry", key="mesh.kind")
@@ -80,6 +80,18 @@ class Geometry(Protocol):
     def reconstruct(self, rho) -> np.ndarray: ...
 
     def geometry(self) -> Geometry: ...
+
+
+class GeometryCounts:
+    """``n_cells`` and ``n_edges`` of a geometry from its ``areas`` and ``edge_lengths`` (a mixin)."""
+
+    @property
+    def n_cells(self) -> int:
+        return self.areas.shape[0]
+
+    @property
+    def n_edges(self) -> int:
+        return self.edge_lengths.shape[0]
 
 
 def geometry_of(mesh) -> Geometry:

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from spherepde.geometry.protocol import GeometryCounts
 from spherepde.geometry.reconstruction import limited_linear
 
 __all__ = ["FVGeometry", "cell_nodes", "fv_geometry"]
@@ -48,7 +49,7 @@ def _log_map(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 
 @dataclass(frozen=True, eq=False)
-class FVGeometry:
+class FVGeometry(GeometryCounts):
     """The finite-volume geometry of a :class:`~spherepde.geometry.mesh.SphereMesh` (the
     :class:`~spherepde.geometry.protocol.Geometry` of a triangulated sphere), built once.
 
@@ -111,14 +112,6 @@ class FVGeometry:
         nc = self.n_cells
         faces = limited_linear(rho, self.face_offsets, self.neighbors.reshape(-1), self.recon.reshape(-1), 3 * self.face_offsets[:nc])
         return faces.reshape(nc, 3)
-
-    @property
-    def n_cells(self) -> int:
-        return self.areas.shape[0]
-
-    @property
-    def n_edges(self) -> int:
-        return self.edge_lengths.shape[0]
 
 
 def _ro(a, dtype=np.float64):
