@@ -46,6 +46,10 @@ def dense_floor(d: int) -> float:
     return DENSE_FLOOR if d == 3 else 5.0 / (2.0 * math.pi)
 
 
+#: A collapse takes a disk about a dense local maximum only when the disk's outer band holds at most this share of its mass.
+EDGE_SHARE = 0.1
+
+
 #: A point mass lies on the sphere when ||x| - 1| <= UNIT_TOL (positions are renormalised every step).
 UNIT_TOL = 1e-9
 
@@ -302,6 +306,12 @@ class PointMasses:
             ang = np.arccos(np.clip(g.nodes[idx] @ centre, -1.0, 1.0))
             spread = math.sqrt(float(mk @ ang**2) / tot)
             if spread > self.spread:
+                continue
+            # the disk must hold the whole cluster: its outer band (beyond 0.6 of the radius, one mean edge length by default)
+            # carries at most EDGE_SHARE of its mass -- a disk cutting through a cluster
+            # (a local maximum off its centre) would take a part of it
+            rim = np.arccos(np.clip(g.nodes[idx] @ g.nodes[c], -1.0, 1.0)) > 0.6 * self.radius
+            if float(mk[rim].sum()) > EDGE_SHARE * tot:
                 continue
             self.x = np.concatenate([self.x, centre[None]])
             self.m = np.concatenate([self.m, [tot]])

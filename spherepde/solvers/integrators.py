@@ -63,8 +63,8 @@ from spherepde._registry import Registry
 from spherepde.model.energy import weights_change
 from spherepde.model.fused import martingale_from_moments
 from spherepde.solvers.errors import CFLViolation, OptionError, PositivityError, SolverError
-from spherepde.solvers.fv import scheme_g2
-from spherepde.solvers.implicit import implicit_flux, implicit_upwind_step
+from spherepde.solvers.fv import face_values, scheme_g2
+from spherepde.solvers.implicit import face_weights, implicit_flux, implicit_upwind_step
 
 __all__ = [
     "STEPPERS", "ExplicitScheme", "ImplicitUpwind", "OptionError", "Stepper", "get_stepper", "integrator_names", "register_stepper",
@@ -367,8 +367,8 @@ class ImplicitUpwind(Stepper):
     moves_point_masses = True
 
     def check_options(self, *, order: int = 1) -> None:
-        if order != 1:
-            raise OptionError("order", f"integrator = {self.name!r} is the first-order upwind step; use order = 1")
+        if order not in (1, 2):
+            raise OptionError("order", f"integrator = {self.name!r} takes order 1 (upwind) or 2 (frozen-weight reconstruction), got {order!r}")
 
     def mesh_step(self, ms, t_stop: float) -> float:
         t = ms.t
@@ -378,11 +378,12 @@ class ImplicitUpwind(Stepper):
         dmart = _martingale(ms, ev0)
         pts = ms.points if ev0.atom_v is not None else None
         r0_mass = g.areas * ev0.rhs
+        w = face_weights(g, ms.rho, face_values(g, ms.rho, 2)) if ms.order == 2 else None
         for _attempt in range(60):
             _check_floor(ms, h_try, "the implicit step", f"the local error tolerance tol = {ms.tol:g} cannot be met -- raise tol")
             t_end = _end_time(ms, t, h_try, t_stop)
             h = _positive_step(ms, t_end, h_try, t_stop)
-            new = implicit_upwind_step(g, ms.rho, ev0.u, h)
+            new = implicit_upwind_step(g, ms.rho, ev0.u, h, w)
             new_x = None if pts is None else pts.predict(h, ev0.atom_v)
             ev1 = ms._evaluate(new, t_end, new_x)
             err = 0.5 * h * float(np.sum(np.abs(g.areas * ev1.rhs - r0_mass)))
@@ -402,7 +403,7 @@ class ImplicitUpwind(Stepper):
         if ms.check:
             _check_state(ms, new, t_end)
         if ms._has_energy:
-            self._book_energy(ms, ev0, ev1, new, t_end, dmart)
+            self._book_energy(ms, ev0, ev1, new, t_end, dmart, w)
         if pts is not None:  # the step's interpolant locates the merges found after it
             pts.remember_step(t, t_end, pts.x, ev0.atom_v, new_x, ev1.atom_v)
         ms._commit(new, t_end, h, ev1=ev1, atom_x=new_x)
@@ -424,14 +425,14 @@ class ImplicitUpwind(Stepper):
         return h_try
 
     @staticmethod
-    def _book_energy(ms, ev0, ev1, new, t_end: float, dmart: float) -> None:
+    def _book_energy(ms, ev0, ev1, new, t_end: float, dmart: float, w=None) -> None:
         """Book the step from (ms.rho, ms.t) to (new, t_end) into the balance (class docstring; the weights' change by the trapezoid rule too)."""
         g = ms.geom
         h = t_end - ms.t
         r0, r1 = ev0.rates, ev1.rates
         dm = g.areas * (new - ms.rho)
         transport = 0.5 * float(np.sum((r0["xi"] + r1["xi"]) * dm))
-        flux = implicit_flux(g, new, ev0.u)
+        flux = implicit_flux(g, new, ev0.u, w)
         G2 = 0.5 * (scheme_g2(g, r0["logZ"], ev0.u, flux, normalised=ms.normalised) + scheme_g2(g, r1["logZ"], ev1.u, flux, normalised=ms.normalised))
         G2 += 0.5 * (r0.get("G2_atoms", 0.0) + r1.get("G2_atoms", 0.0))
         transport += 0.5 * h * (r0.get("transport_atoms", 0.0) + r1.get("transport_atoms", 0.0))
