@@ -362,7 +362,7 @@ def build_solver(cfg: Config, path: WeightPath, *, mesh=None):
         mesh, rho0, path, point_masses=point_masses, velocity=cfg.solver.velocity, order=cfg.solver.order,
         integrator=cfg.integrator, cfl=cfg.solver.cfl, dt=(cfg.solver.dt or None) if cfg.run.solver == "mesh" else None,
         summation=cfg.solver.summation, summation_tol=cfg.solver.summation_tol, diagnostics_tol=cfg.solver.diagnostics_tol,
-        tol=cfg.solver.tol, atoms=cfg.solver.atoms, attention=cfg.model.attention,
+        tol=cfg.solver.tol, atoms=cfg.solver.atoms, attention=cfg.model.attention, noise=cfg.model.noise,
     )
     ms.dt_min = DT_FLOOR * cfg.solver.T
     if cfg.run.solver == "both":
