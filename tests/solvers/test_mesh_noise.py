@@ -324,3 +324,18 @@ def test_diffusion_coefficients_order_2_are_central():
     u = np.ones(g.n_edges)
     np.testing.assert_allclose(diffusion_coefficients(g, u, 0.5, 2), 0.5 / g.node_distances)
     assert np.all(diffusion_coefficients(g, u, 0.5, 1) < 0.5 / g.node_distances)
+
+
+# ------------------------------------------------------------------ the config
+def test_config_accepts_noise_for_mesh_runs_only():
+    from spherepde.runs.config import ConfigError, default_config
+
+    cfg = default_config().with_overrides({"run.solver": "mesh", "model.noise": 0.2})
+    assert cfg.model.noise == 0.2
+    for solver in ("particles", "both"):
+        with pytest.raises(ConfigError, match=r"model.noise: .*not available yet for the tokens.*run.solver = 'mesh'"):
+            default_config().with_overrides({"run.solver": solver, "model.noise": 0.2})
+    with pytest.raises(ConfigError, match="point masses and token noise"):
+        default_config().with_overrides({"run.solver": "mesh", "model.noise": 0.2, "solver.integrator": "implicit", "solver.atoms": True})
+    with pytest.raises(ConfigError, match="model.noise"):
+        default_config().with_overrides({"run.solver": "mesh", "model.noise": -0.1})
