@@ -44,6 +44,7 @@ def _header(folder: Path) -> tuple[str, ...]:
         ("mesh", {}, "cheap"),
         ("mesh", {"solver.integrator": "implicit", "solver.atoms": True}, "cheap"),
         ("mesh", {"model.noise": 0.1}, "cheap"),
+        ("mesh", {"model.noise": 0.1, "model.heads": "general", "solver.velocity": "midpoint", "solver.order": 2}, "cheap"),
         ("mesh", {"model.noise": 0.1, "model.attention": "unnormalised", "solver.integrator": "implicit"}, "cheap"),
         ("both", {}, "cheap"),
         ("both", {"output.distances": "all"}, "all"),

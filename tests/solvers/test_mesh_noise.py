@@ -151,14 +151,25 @@ def test_pure_diffusion_decay_on_the_sphere(l):
 
 
 @pytest.mark.parametrize("k", [1, 2, 3])
-def test_pure_diffusion_decay_on_the_circle(k):
-    """A mode k decays at the discrete circle's eigenvalue 4 nu sin^2(kh/2)/h^2 (to 1e-6) -> nu k^2 (within 1 % at n = 128)."""
+@pytest.mark.parametrize("order", [1, 2])
+def test_pure_diffusion_decay_on_the_circle(k, order):
+    """A mode k decays at the discrete circle's eigenvalue 4 nu sin^2(kh/2)/h^2 (to 1e-6) -> nu k^2 (within 1 % at n = 128),
+    at both orders (order 2: the central two-point diffusion)."""
     nu, T = 0.8, 0.05
     for n in (64, 128):
-        r, ms = _measured_rate(uniform_circle(n), 2, nu, k, T, integrator="ssprk3")
+        r, ms = _measured_rate(uniform_circle(n), 2, nu, k, T, integrator="ssprk3", order=order)
         h = 2 * math.pi / n
         assert -r == pytest.approx(4 * nu * math.sin(k * h / 2) ** 2 / h**2, rel=1e-6)
     assert -r == pytest.approx(nu * k * k, rel=0.01)
+
+
+def test_order_2_with_transport_on_the_sphere():
+    """Order 2 with a velocity (beta = 2, s = +1, nu = 0.3 > nu_c/2): positive, mass to round-off, and the l = 1 rate of
+    the linearisation gamma_1 - 2 nu within 2 % on level 8."""
+    beta, nu = 2.0, 0.3
+    r, ms = _measured_rate(icosphere(8), 3, nu, 1, 0.2, beta=beta, eps=1e-3, integrator="ssprk3", order=2)
+    assert ms.rho.min() > 0 and np.sum(ms.rho * ms.geom.areas) == pytest.approx(1.0, abs=1e-13)
+    assert r == pytest.approx(linear_rate(1, beta, beta, noise=nu), rel=0.02)
 
 
 def test_implicit_error_estimate_sees_the_diffusion():
@@ -174,6 +185,7 @@ def test_implicit_error_estimate_sees_the_diffusion():
 def test_critical_noise_closed_forms():
     from scipy.special import iv, spherical_in
 
+    assert critical_noise(4.0, 4.0) == pytest.approx(0.75, abs=0.001)  # the configuration guide's example (beta = 4)
     for b in (0.5, 2.0, 6.0):
         assert critical_noise(b, b) == pytest.approx(1 / math.tanh(b) - 1 / b, rel=1e-12)  # Langevin function
         assert critical_noise(b, b, attention="unnormalised") == pytest.approx(float(spherical_in(1, b)), rel=1e-12)
