@@ -60,7 +60,7 @@ from spherepde._numba import njit
 from spherepde.geometry.protocol import Geometry
 from spherepde.solvers.errors import OptionError
 
-__all__ = ["MeshDiffusion", "bernoulli", "diffusion_coefficients", "noise_rates", "sg_flux"]
+__all__ = ["LOG_FLOOR", "MeshDiffusion", "bernoulli", "diffusion_coefficients", "entropy", "noise_rates", "sg_flux"]
 
 #: The floor of rho inside log rho (the smallest positive normal double): D_F and mu stay finite at vacuum.
 LOG_FLOOR = np.finfo(np.float64).tiny

@@ -351,3 +351,12 @@ def test_config_accepts_noise_for_mesh_runs_only():
         default_config().with_overrides({"run.solver": "mesh", "model.noise": 0.2, "solver.integrator": "implicit", "solver.atoms": True})
     with pytest.raises(ConfigError, match="model.noise"):
         default_config().with_overrides({"run.solver": "mesh", "model.noise": -0.1})
+
+
+def test_a_run_the_diffusion_makes_uncomputable_names_the_implicit_step(tmp_path):
+    from spherepde.runs.config import ConfigError, default_config
+    from spherepde.runs.runner import run
+
+    cfg = default_config().with_overrides({"run.solver": "mesh", "mesh.level": 2, "model.noise": 1e9, "solver.T": 1.0, "output.vtk": False})
+    with pytest.raises(ConfigError, match=r"model.noise > 0 .*smaller model.noise.*solver.integrator = 'implicit'"):
+        run(cfg, out=tmp_path / "r", progress=False)
