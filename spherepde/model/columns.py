@@ -5,7 +5,7 @@ units; :class:`Column`), and the solvers that write it. The solvers write their 
 in the order of :func:`solver_columns` (the column order of ``diagnostics.csv``):
 
 * ``particles``: :data:`PARTICLE_COLUMNS`;
-* ``mesh``: :data:`MESH_COLUMNS`;
+* ``mesh``: :data:`MESH_COLUMNS` (with token noise, ``model.noise`` > 0, then :data:`NOISE_COLUMNS`);
 * ``both``: every mesh column, then :data:`TOKEN_COLUMNS` of the tokens with the prefix
   :data:`PARTICLE_PREFIX`, then the distances chosen by ``output.distances``
   (:data:`DISTANCE_MODES`).
@@ -35,6 +35,7 @@ __all__ = [
     "MESH_HEADLINE_COLUMNS",
     "PARTICLE_COLUMNS",
     "MESH_COLUMNS",
+    "NOISE_COLUMNS",
     "PARTICLE_PREFIX",
     "TOKEN_COLUMNS",
     "DISTANCE_MODES",
@@ -106,6 +107,18 @@ _QUANTITIES = (
                         "paper-form balance edi_paper", energy=True),
     Column("int_G2_scheme", "mesh: time integral of G2_scheme", energy=True),
     Column("atom_mass", "mesh: mass carried by point masses (collapsed clusters, solver.atoms)"),
+    Column("entropy", "mesh, token noise: entropy S = sum_c |C_c| rho_c log rho_c", symbol=r"$S = \int\rho\log\rho$"),
+    Column("diffusion", "mesh, token noise: the diffusion's part of the transport term, sum_c xi_c |C_c| (d rho_c/dt)_diffusion "
+                        "(the work of the diffusive flux against xi = dE/dmu; transport minus it is the drift's part)", energy=True),
+    Column("int_diffusion", "mesh, token noise: time integral of the diffusion column", energy=True),
+    Column("free_energy", "mesh, token noise, unnormalised attention with gradient heads: free energy F = -s E + nu S (NaN for "
+                          "softmax heads: transport and diffusion do not form one gradient flow)", energy=True, symbol=r"$F = -sE + \nu S$"),
+    Column("DF", "mesh, token noise, unnormalised attention: the scheme's dissipation of F, sum_e |e| F_e (mu_c - mu_n), "
+                 "mu = nu log rho - s xi (the discrete int rho |grad(nu log rho - s xi)|^2; NaN for softmax heads)", energy=True),
+    Column("int_DF", "mesh, token noise, unnormalised attention: time integral of DF (NaN for softmax heads)", energy=True),
+    Column("edi_free", "mesh, token noise, unnormalised attention: free-energy balance residual F(t) - F(0) + s int_dEdt + "
+                       "int_DF + s martingale (NaN for softmax heads)", energy=True,
+           symbol="free-energy balance residual", axis="residual (free energy)"),
     Column("l1_hist", "L1 distance between the density and the smoothed token histogram", compare=False,
            symbol=r"$L^1$ to the token histogram (vMF kernel; $\in[0, 2]$)"),
     Column("w1_sliced", "sliced spherical 1-Wasserstein distance between density and tokens", "rad", compare=False,
@@ -145,6 +158,9 @@ PARTICLE_COLUMNS = _COMMON + ("speed_rms", "n_clusters")
 #: Columns of a mesh run, in order (a ``both`` run starts with them).
 MESH_COLUMNS = _COMMON + ("G2_scheme", "int_G2_scheme", "n_clusters", "atom_mass", "mass", "rho_min", "rho_max", "dt_last")
 
+#: The columns a mesh run adds after :data:`MESH_COLUMNS` when it has token noise (``model.noise`` > 0).
+NOISE_COLUMNS = ("entropy", "diffusion", "int_diffusion", "free_energy", "DF", "int_DF", "edi_free")
+
 #: Prefix of the token columns of a ``both`` run.
 PARTICLE_PREFIX = "p_"
 
@@ -172,23 +188,24 @@ _BY_NAME = {c.name: c for c in _QUANTITIES}
 COLUMNS: dict[str, Column] = {**_BY_NAME, **{PARTICLE_PREFIX + k: _token(_BY_NAME[k]) for k in TOKEN_COLUMNS}}
 
 
-def solver_columns(solver: str, distances: str = "cheap") -> tuple[str, ...]:
+def solver_columns(solver: str, distances: str = "cheap", *, noise: bool = False) -> tuple[str, ...]:
     """The header of ``diagnostics.csv`` of a ``run.solver = solver`` run (``both``: with
-    ``output.distances = distances``)."""
+    ``output.distances = distances``; ``noise``: model.noise > 0, the mesh adds :data:`NOISE_COLUMNS`)."""
+    mesh = MESH_COLUMNS + (NOISE_COLUMNS if noise else ())
     if solver == "particles":
         return PARTICLE_COLUMNS
     if solver == "mesh":
-        return MESH_COLUMNS
+        return mesh
     if solver == "both":
         if distances not in DISTANCE_MODES:
             raise ValueError(f"output.distances: unknown setting {distances!r}; use {', '.join(repr(k) for k in DISTANCE_MODES)}")
-        return MESH_COLUMNS + tuple(PARTICLE_PREFIX + k for k in TOKEN_COLUMNS) + DISTANCE_MODES[distances]
+        return mesh + tuple(PARTICLE_PREFIX + k for k in TOKEN_COLUMNS) + DISTANCE_MODES[distances]
     raise ValueError(f"run.solver: unknown solver {solver!r}; use {', '.join(repr(s) for s in SOLVERS)}")
 
 
 def writers(name: str) -> tuple[str, ...]:
     """The solvers that may write column ``name`` (empty for an unregistered name)."""
-    return tuple(s for s in SOLVERS if name in solver_columns(s, "all"))
+    return tuple(s for s in SOLVERS if name in solver_columns(s, "all", noise=True))
 
 
 def undefined_without_energy() -> frozenset:

@@ -36,6 +36,17 @@ so edi_exact = edi_transport + edi_weights (for s = -1 the paper's form reads
 E(T) - E(0) = int d_tE - int G2 + M_T). W_t sums over the steps the trapezoid rule
 (1/2)(w_n + w_{n+1}) of w_j = (1/(2H)) sum_h <D_h(t_{n+1}) - D_h(t_n), M_h> with M_h the moments
 of the state at t_j (:func:`weights_work`): the change of E along the step's chord of the weight path.
+
+Token noise nu > 0 (mesh; docs/model.md "Token noise"): the chain-rule ``transport`` includes the diffusion, whose part
+is ``diffusion`` (the work of the diffusive flux against xi). For unnormalised attention with gradient heads the flow is
+the gradient flow of the free energy F = -s E + nu S, S = int rho log rho (``entropy``), with dissipation
+D_F = int rho |grad(nu log rho - s xi)|^2 (``DF``; the mesh: the scheme's own, from its fluxes,
+:func:`spherepde.solvers.diffusion.noise_rates`), and
+
+    edi_free = F(t) - F(0) + s int d_tE + int D_F + s M_t      (-> 0 as dt -> 0; frozen weights: F(t) - F(0) + int D_F).
+
+Softmax heads have no such structure (the transport's mobility is 1/Z_h, the diffusion's 1): their free-energy
+columns are NaN and the balance reports the transport and diffusion parts separately.
 """
 
 from __future__ import annotations
@@ -156,6 +167,22 @@ class EnergyBalance:
     int_dE_weights: float = 0.0
     _fields: tuple = field(default=("E0", "int_dEdt", "int_transport", "int_G2", "martingale", "jumps", "int_G2_scheme",
                                     "int_dE_weights"), repr=False)
+    #: token noise nu (0: none; the fields below are kept only when nu > 0) and whether the free-energy form holds
+    #: (unnormalised attention with gradient heads; module docstring)
+    noise: float = 0.0
+    free: bool = False
+    F0: float | None = None
+    int_diffusion: float = 0.0
+    int_DF: float = 0.0
+
+    def start(self, rates: dict) -> None:
+        """Take the initial state's rates: E0 (and with noise the free energy F0)."""
+        self.E0 = rates["energy"]
+        if self.noise > 0:
+            self.F0 = self._free_energy(rates)
+
+    def _free_energy(self, rates: dict) -> float:
+        return -self.sign * rates["energy"] + self.noise * rates["entropy"]
 
     def add_stages(self, dt: float, b, stage_rates) -> None:
         """Add one Runge--Kutta step of size dt: the stage rates times b_i dt."""
@@ -166,6 +193,14 @@ class EnergyBalance:
             self.int_transport += bi * dt * r["transport"]
             self.int_G2 += bi * dt * r["G2"]
             self.int_G2_scheme += bi * dt * r.get("G2_scheme", r["G2"])
+            if self.noise > 0:
+                self.int_diffusion += bi * dt * r["diffusion"]
+                self.int_DF += bi * dt * r["DF"]
+
+    def add_noise(self, diffusion: float, DF: float) -> None:
+        """Add one step's integrals of the diffusion's work and of D_F (integrators that are not Runge--Kutta stages)."""
+        self.int_diffusion += diffusion
+        self.int_DF += DF
 
     def add_integrals(self, dEdt: float, transport: float, G2: float, G2_scheme: float) -> None:
         """Add one step's integrals directly (integrators that are not Runge--Kutta stages)."""
@@ -224,15 +259,34 @@ class EnergyBalance:
             "edi_weights": edi_weights,
         }
 
+    def noise_columns(self, rates: dict | None, entropy: float) -> dict:
+        """The columns of token noise (:data:`~spherepde.model.columns.NOISE_COLUMNS`) from the current ``rates`` (None:
+        general heads) and ``entropy``; the free-energy columns are NaN unless :attr:`free` (module docstring)."""
+        nan = float("nan")
+        row = {"entropy": entropy, "diffusion": nan, "int_diffusion": nan, "free_energy": nan, "DF": nan, "int_DF": nan, "edi_free": nan}
+        if rates is None:
+            return row
+        row.update(diffusion=rates["diffusion"], int_diffusion=self.int_diffusion)
+        if self.free:
+            F = self._free_energy(rates)
+            row.update(free_energy=F, DF=rates["DF"], int_DF=self.int_DF,
+                       edi_free=F - self.F0 + self.sign * (self.int_dEdt + self.martingale) + self.int_DF)
+        return row
+
     def unknown_columns(self) -> frozenset:
         """The columns this balance cannot know: the split of edi_exact after a resume from a state
-        written before ``int_dE_weights`` was kept (NaN there by design), else none."""
+        written before ``int_dE_weights`` was kept (NaN there by design), and with noise the free-energy
+        columns of softmax heads (no free-energy structure); else none."""
+        out = frozenset()
         if math.isnan(self.int_dE_weights):
-            return frozenset(("int_dE_weights", "edi_transport", "edi_weights"))
-        return frozenset()
+            out |= frozenset(("int_dE_weights", "edi_transport", "edi_weights"))
+        if self.noise > 0 and not self.free:
+            out |= frozenset(("free_energy", "DF", "int_DF", "edi_free"))
+        return out
 
     def state(self) -> dict:
-        return {k: getattr(self, k) for k in self._fields}
+        keys = self._fields + (("F0", "int_diffusion", "int_DF") if self.noise > 0 else ())
+        return {k: getattr(self, k) for k in keys}
 
     def restore(self, d: dict) -> None:
         """Restore :meth:`state`; states written before a field existed: ``jumps`` 0, ``int_G2_scheme``
@@ -241,6 +295,9 @@ class EnergyBalance:
             if k not in d and k in ("jumps", "int_G2_scheme", "int_dE_weights"):
                 continue
             setattr(self, k, float(d[k]) if d[k] is not None else None)
+        for k in ("F0", "int_diffusion", "int_DF"):
+            if self.noise > 0 and k in d:
+                setattr(self, k, float(d[k]))
         if "int_G2_scheme" not in d:  # such states integrated one G^2 (the nodal one on the mesh)
             self.int_G2_scheme = self.int_G2
         if "jumps" not in d:

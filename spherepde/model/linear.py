@@ -14,6 +14,12 @@ stability" and "Unnormalised attention":
   (i_l: modified spherical Bessel function, ``scipy.special.spherical_in``; I_k: modified Bessel
   function, ``scipy.special.iv``). The unnormalised rate is the softmax rate times Z of the uniform
   state (i_0(beta) = sinh(beta)/beta on S^2, I_0(beta) on S^1).
+* **Token noise** nu (docs/model.md "Token noise"): the Laplacian's eigenvalue is -l(l+1) on S^2 (-k^2 on S^1), so
+  the rate becomes gamma_l - nu l(l+1) (gamma_k - nu k^2); the uniform state is stable for nu > nu_c =
+  max_l gamma_l / (l(l+1)). For c > 0 the ratio decreases in l (i_l/i_0 does), so nu_c is reached at l = 1: for a
+  softmax gradient head (c = beta) nu_c = i_1(beta)/i_0(beta) = coth(beta) - 1/beta (the Langevin function) on S^2
+  and I_1(beta)/I_0(beta) on S^1; for unnormalised attention i_1(beta) and I_1(beta).
+
 * **Two point masses** m1, m2 at angle theta (any d: they stay on their great circle):
 
       d theta/dt = -c sin theta [ m2 q / (m1 + m2 q) + m1 q / (m2 + m1 q) ],  q = e^{beta (cos theta - 1)}   (softmax)
@@ -34,23 +40,35 @@ import math
 
 from spherepde.model.velocity import DEFAULT_ATTENTION, is_normalised
 
-__all__ = ["fastest_mode", "fourier_coefficient", "linear_rate", "nucleation_angles", "two_point_rate"]
+__all__ = ["critical_noise", "fastest_mode", "fourier_coefficient", "linear_rate", "nucleation_angles", "two_point_rate"]
 
 
-def linear_rate(mode: int, beta: float, c: float, *, attention: str = DEFAULT_ATTENTION, d: int = 3) -> float:
+def linear_rate(mode: int, beta: float, c: float, *, attention: str = DEFAULT_ATTENTION, d: int = 3, noise: float = 0.0) -> float:
     """gamma of the degree-``mode`` perturbation of the uniform state (module docstring), one head A = beta I,
-    V = c I, on S^2 (``d`` = 3, degree l) or the circle (``d`` = 2, wave number k); beta > 0."""
+    V = c I, on S^2 (``d`` = 3, degree l) or the circle (``d`` = 2, wave number k); beta > 0. ``noise`` nu >= 0:
+    the noisy rate gamma - nu l(l+1) (gamma - nu k^2 on the circle)."""
     from scipy.special import iv, spherical_in
 
     if not beta > 0:
         raise ValueError(f"linear_rate: beta must be positive, got {beta!r}")
+    if not noise >= 0:
+        raise ValueError(f"linear_rate: the noise must be >= 0, got {noise!r}")
     if d == 3:
         g = (c / beta) * mode * (mode + 1) * float(spherical_in(mode, beta))
-        return g / float(spherical_in(0, beta)) if is_normalised(attention) else g
+        g = g / float(spherical_in(0, beta)) if is_normalised(attention) else g
+        return g - noise * mode * (mode + 1)
     if d == 2:
         g = (c / beta) * mode**2 * float(iv(mode, beta))
-        return g / float(iv(0, beta)) if is_normalised(attention) else g
+        g = g / float(iv(0, beta)) if is_normalised(attention) else g
+        return g - noise * mode**2
     raise ValueError(f"linear_rate: closed forms for S^2 (d = 3) and the circle (d = 2), got d = {d}")
+
+
+def critical_noise(beta: float, c: float, *, attention: str = DEFAULT_ATTENTION, d: int = 3, modes: int = 64) -> float:
+    """nu_c = max_l gamma_l / (l(l+1)) over l = 1 .. ``modes`` (gamma_k / k^2 on the circle): the noise above which the
+    uniform state is linearly stable (module docstring; coth(beta) - 1/beta for one softmax gradient head on S^2)."""
+    lam = (lambda k: k * (k + 1)) if d == 3 else (lambda k: k * k)
+    return max(linear_rate(k, beta, c, attention=attention, d=d) / lam(k) for k in range(1, modes + 1))
 
 
 def two_point_rate(theta: float, beta: float, m1: float, m2: float, c: float, *, attention: str = DEFAULT_ATTENTION) -> float:

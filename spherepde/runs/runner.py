@@ -341,6 +341,10 @@ def _refuse_step_count(cfg: Config, steps: float, why: str) -> None:
     grows = relax is not None and relax[0] * w.dt > 2
     fix = (f"rate * weights.dt = {relax[0] * w.dt:g} > 2 ({relax[1]}) makes the Euler-Maruyama weight path grow; use weights.scheme = 'exact' "
            "or a smaller weights.dt" if grows else "use smaller weights (weights.beta, weights.mean, weights.sigma) or a shorter solver.T")
+    if not grows and cfg.model.noise > 0 and cfg.run.solver != "particles":
+        fix = ("with model.noise > 0 the explicit step is bounded by the diffusion (of order h^2 / nu): use a smaller model.noise, a coarser "
+               "mesh or a shorter solver.T, or solver.integrator = 'implicit' (positive for any step; its error control still resolves "
+               "the diffusion's fast initial relaxation)")
     raise ConfigError(f"{relax[1] if grows else 'solver.T'}: reaching T = {cfg.solver.T:g} with {why} takes about {steps:.3g} steps, "
                       f"more than the limit of {MAX_STEPS:.3g}; {fix}")
 
@@ -362,7 +366,7 @@ def build_solver(cfg: Config, path: WeightPath, *, mesh=None):
         mesh, rho0, path, point_masses=point_masses, velocity=cfg.solver.velocity, order=cfg.solver.order,
         integrator=cfg.integrator, cfl=cfg.solver.cfl, dt=(cfg.solver.dt or None) if cfg.run.solver == "mesh" else None,
         summation=cfg.solver.summation, summation_tol=cfg.solver.summation_tol, diagnostics_tol=cfg.solver.diagnostics_tol,
-        tol=cfg.solver.tol, atoms=cfg.solver.atoms, attention=cfg.model.attention,
+        tol=cfg.solver.tol, atoms=cfg.solver.atoms, attention=cfg.model.attention, noise=cfg.model.noise,
     )
     ms.dt_min = DT_FLOOR * cfg.solver.T
     if cfg.run.solver == "both":

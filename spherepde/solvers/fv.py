@@ -70,6 +70,9 @@ positive when every stage obeys it, which the solver checks):
   reconstruction is mean-preserving (rho_c = (1/k_c) sum_k rho_c^{e_k}); for smooth data it
   is ~ the first-order bound, so in practice the bound is half the first-order one.
 
+Token noise (nu Delta_S rho, the Scharfetter--Gummel flux and the step bound with the parabolic rate) is added to this
+rhs and bound by :class:`spherepde.solvers.diffusion.MeshDiffusion`; without noise these kernels run alone.
+
 Kernels (Numba, :mod:`spherepde._numba`): reconstruction, flux + divergence gather,
 CFL bound. Each has a NumPy reference in :mod:`spherepde.solvers._reference` (tests only). The divergence is a
 per-cell gather over the faces of the cell (CSR slots) after the face fluxes are stored, so no

@@ -35,6 +35,13 @@ The weights are bounded, w in [0, W_MAX]: each cell's reconstructed slope is sca
 up) until its largest weight is at most W_MAX = 2 -- a stricter limiter, not a change of the
 scheme's form (near a vacuum, rho_c -> 0, the weights tend to 1: upwind).
 
+Token noise (nu > 0, :mod:`spherepde.solvers.diffusion`): K becomes the Scharfetter--Gummel
+matrix K + sum_e |e| D_e (1_c - 1_n)(1_c - 1_n)^T with D_e = (nu/d_cn) B(|u_e d_cn/nu|) >= 0 of the
+frozen u (order 2: the central D_e = nu/d_cn of the explicit order-2 flux); the added term has
+non-positive off-diagonal entries (-h |e| D_e), a positive diagonal and zero column sums, so
+M = C + h K is still a column-diagonally-dominant M-matrix: positivity and mass hold for ANY h,
+as without noise.
+
 The step is the scheme's own, not a linearisation of a nonlinear solve: the velocity is
 re-evaluated at the start of every step (Bailo, Carrillo & Hu, Commun. Math. Sci. 18,
 2020, analyse such semi-implicit schemes for aggregation equations).
@@ -47,6 +54,7 @@ import scipy.sparse as sps
 import scipy.sparse.linalg as spla
 
 from spherepde.geometry.protocol import Geometry
+from spherepde.solvers.diffusion import diffusion_coefficients
 
 __all__ = ["W_MAX", "face_weights", "implicit_flux", "implicit_upwind_step", "upwind_matrix"]
 
@@ -79,11 +87,13 @@ def face_weights(geom: Geometry, rho, faces) -> tuple[np.ndarray, np.ndarray]:
     return w[slots[:, 0]], w[slots[:, 1]]
 
 
-def upwind_matrix(geom: Geometry, u, weights=None) -> sps.csc_matrix:
-    """The upwind transport matrix K of the module docstring, (nc, nc) sparse.
+def upwind_matrix(geom: Geometry, u, nu: float = 0.0, weights=None) -> sps.csc_matrix:
+    """The upwind transport matrix K of the module docstring, (nc, nc) sparse (``nu`` > 0: the
+    Scharfetter--Gummel matrix with the diffusion of token noise nu).
 
-    ``|C| d rho/dt = -K rho`` reproduces :func:`spherepde.solvers.fv.fv_rhs` at order 1;
-    ``weights`` = (w_c, w_n) from :func:`face_weights` (None: all 1, first order).
+    ``|C| d rho/dt = -K rho`` reproduces :func:`spherepde.solvers.fv.fv_rhs` at order 1 (with nu: plus
+    :class:`spherepde.solvers.diffusion.MeshDiffusion`); ``weights`` = (w_c, w_n) from
+    :func:`face_weights` (None: all 1, first order).
     """
     u = np.asarray(u, dtype=np.float64)
     if u.shape != (geom.n_edges,):
@@ -97,12 +107,15 @@ def upwind_matrix(geom: Geometry, u, weights=None) -> sps.csc_matrix:
     rows = np.concatenate([c, c, n, n])
     cols = np.concatenate([c, n, c, n])
     vals = np.concatenate([up, um, -up, -um])
+    if nu > 0.0:
+        De = geom.edge_lengths * diffusion_coefficients(geom, u, nu, 1 if weights is None else 2)
+        rows, cols, vals = np.concatenate([rows, c, c, n, n]), np.concatenate([cols, c, n, c, n]), np.concatenate([vals, De, -De, -De, De])
     nc = geom.n_cells
     return sps.csc_matrix((vals, (rows, cols)), shape=(nc, nc))
 
 
-def implicit_upwind_step(geom: Geometry, rho, u, h: float, weights=None) -> np.ndarray:
-    """rho^{n+1} solving (C + h K(u, w)) rho^{n+1} = C rho^n (module docstring), shape (nc,).
+def implicit_upwind_step(geom: Geometry, rho, u, h: float, nu: float = 0.0, weights=None) -> np.ndarray:
+    """rho^{n+1} solving (C + h K(u, w)) rho^{n+1} = C rho^n (module docstring; ``nu`` > 0: the SG matrix), shape (nc,).
 
     Non-negative for non-negative ``rho`` and any h > 0, mass-conserving. Tiny negative
     round-off of the sparse LU (|value| <= 1e-14 max rho) is set to zero.
@@ -112,7 +125,7 @@ def implicit_upwind_step(geom: Geometry, rho, u, h: float, weights=None) -> np.n
         raise ValueError(f"implicit_upwind_step: h must be a positive number, got {h}")
     rho = np.asarray(rho, dtype=np.float64)
     C = geom.areas
-    M = (sps.diags(C, format="csc") + h * upwind_matrix(geom, u, weights)).tocsc()
+    M = (sps.diags(C, format="csc") + h * upwind_matrix(geom, u, nu, weights)).tocsc()
     new = spla.spsolve(M, C * rho)
     new = np.asarray(new, dtype=np.float64)
     tiny = 1e-14 * max(float(np.max(np.abs(new))), 0.0)
@@ -120,10 +133,15 @@ def implicit_upwind_step(geom: Geometry, rho, u, h: float, weights=None) -> np.n
     return new
 
 
-def implicit_flux(geom: Geometry, rho, u, weights=None) -> np.ndarray:
-    """Upwind edge fluxes F_e = u_e^+ w_c rho_c + u_e^- w_n rho_n of the values ``rho``, (ne,) (w = 1 without ``weights``)."""
+def implicit_flux(geom: Geometry, rho, u, nu: float = 0.0, weights=None) -> np.ndarray:
+    """Upwind edge fluxes F_e = u_e^+ w_c rho_c + u_e^- w_n rho_n of the values ``rho``, (ne,) (w = 1 without
+    ``weights``; ``nu`` > 0: plus D_e (rho_c - rho_n), the Scharfetter--Gummel flux)."""
     c, n = geom.edge_cells[:, 0], geom.edge_cells[:, 1]
     u = np.asarray(u, dtype=np.float64)
     if weights is None:
-        return np.maximum(u, 0.0) * rho[c] + np.minimum(u, 0.0) * rho[n]
-    return np.maximum(u, 0.0) * weights[0] * rho[c] + np.minimum(u, 0.0) * weights[1] * rho[n]
+        F = np.maximum(u, 0.0) * rho[c] + np.minimum(u, 0.0) * rho[n]
+    else:
+        F = np.maximum(u, 0.0) * weights[0] * rho[c] + np.minimum(u, 0.0) * weights[1] * rho[n]
+    if nu > 0.0:
+        F = F + diffusion_coefficients(geom, u, nu, 1 if weights is None else 2) * (rho[c] - rho[n])
+    return F

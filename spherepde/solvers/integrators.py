@@ -360,7 +360,9 @@ class ImplicitUpwind(Stepper):
     (:func:`~spherepde.model.energy.weights_work` of D(t_{n+1}) - D(t_n)) by the trapezoid rule; transport by the discrete chain rule
     (1/2)(xi^n + xi^{n+1}) . (m^{n+1} - m^n), exact for a frozen quadratic energy; G^2 as the mean
     of :func:`spherepde.solvers.fv.scheme_g2` with the step's flux and the velocities of both ends,
-    which equals s * transport for one head.
+    which equals s * transport for one head. Token noise (``ms.noise`` > 0): the Scharfetter--Gummel matrix (still an
+    M-matrix, :mod:`spherepde.solvers.implicit`); the error estimate's explicit d rho/dt includes the diffusion, and its
+    work and the free energy's dissipation D_F are booked by the trapezoid rule.
     """
 
     cfl_limited = False
@@ -383,7 +385,7 @@ class ImplicitUpwind(Stepper):
             _check_floor(ms, h_try, "the implicit step", f"the local error tolerance tol = {ms.tol:g} cannot be met -- raise tol")
             t_end = _end_time(ms, t, h_try, t_stop)
             h = _positive_step(ms, t_end, h_try, t_stop)
-            new = implicit_upwind_step(g, ms.rho, ev0.u, h, w)
+            new = implicit_upwind_step(g, ms.rho, ev0.u, h, ms.noise, w)
             new_x = None if pts is None else pts.predict(h, ev0.atom_v)
             ev1 = ms._evaluate(new, t_end, new_x)
             err = 0.5 * h * float(np.sum(np.abs(g.areas * ev1.rhs - r0_mass)))
@@ -432,7 +434,7 @@ class ImplicitUpwind(Stepper):
         r0, r1 = ev0.rates, ev1.rates
         dm = g.areas * (new - ms.rho)
         transport = 0.5 * float(np.sum((r0["xi"] + r1["xi"]) * dm))
-        flux = implicit_flux(g, new, ev0.u, w)
+        flux = implicit_flux(g, new, ev0.u, ms.noise, w)
         G2 = 0.5 * (scheme_g2(g, r0["logZ"], ev0.u, flux, normalised=ms.normalised) + scheme_g2(g, r1["logZ"], ev1.u, flux, normalised=ms.normalised))
         G2 += 0.5 * (r0.get("G2_atoms", 0.0) + r1.get("G2_atoms", 0.0))
         transport += 0.5 * h * (r0.get("transport_atoms", 0.0) + r1.get("transport_atoms", 0.0))
@@ -440,6 +442,8 @@ class ImplicitUpwind(Stepper):
         ms.balance.add_integrals(0.5 * h * (r0["dEdt_partial"] + r1["dEdt_partial"]), transport,
                                  0.5 * h * (r0["G2"] + r1["G2"]), h * G2)
         ms.balance.add_weights_change(weights_change(ms.path, ms.t, t_end), r0["M"], r1["M"])
+        if ms.noise > 0:  # token noise: the diffusion's work and the free energy's dissipation by the trapezoid rule (order 1)
+            ms.balance.add_noise(0.5 * h * (r0["diffusion"] + r1["diffusion"]), 0.5 * h * (r0["DF"] + r1["DF"]))
 
 
 # ------------------------------------------------------------------ the shipped schemes

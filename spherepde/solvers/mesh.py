@@ -1,36 +1,31 @@
 """The finite-volume mesh solver of the Transformer PDE on S^2 (docs/model.md §1.3, §3 and §4).
 
-    d_t rho + div_S(rho v[rho, Theta_t]) = 0,   v = (1/H) sum_h P_x V_h Y_h / Z_h  (unnormalised attention: no / Z_h),
+    d_t rho + div_S(rho v[rho, Theta_t]) = nu Delta_S rho,   v = (1/H) sum_h P_x V_h Y_h / Z_h  (unnormalised attention: no / Z_h),
 
-discretised by cell averages rho_c on a :class:`~spherepde.geometry.mesh.SphereMesh` with the
-upwind finite-volume scheme of :mod:`spherepde.solvers.fv` (first order, or second order with a
-limited linear reconstruction). The nonlocal sums use the cell masses m_c = rho_c |C_c|
-placed at the cell nodes x_c = ``geom.nodes`` -- the circumcentres on well-centred
-meshes such as icospheres, where the two-point potential flux is consistent, else the
-barycentres (:func:`spherepde.geometry.surface.cell_nodes`) -- with the same weighted-point
-diagnostics as the particle solver (:mod:`spherepde.model.energy`).
+discretised by cell averages rho_c on a :class:`~spherepde.geometry.mesh.SphereMesh` with the upwind finite-volume scheme of
+:mod:`spherepde.solvers.fv` (first order, or second order with a limited linear reconstruction; token noise nu > 0 by
+Scharfetter--Gummel fluxes, :mod:`spherepde.solvers.diffusion`). The nonlocal sums use the cell masses m_c = rho_c |C_c|
+placed at the cell nodes x_c = ``geom.nodes`` -- the circumcentres on well-centred meshes such as icospheres, where the
+two-point potential flux is consistent, else the barycentres (:func:`spherepde.geometry.surface.cell_nodes`) -- with the
+same weighted-point diagnostics as the particle solver (:mod:`spherepde.model.energy`).
 
-:class:`MeshSolver` owns the state (density, time, energy balance), the evaluation of a state
-and the diagnostics row; the step itself is its time stepper's (a
-:class:`~spherepde.solvers.integrators.Stepper` from
-:data:`~spherepde.solvers.integrators.STEPPERS`: explicit Runge--Kutta under the CFL bound, or
-the implicit upwind step with error control), and point masses are a component of their own
-(:class:`~spherepde.solvers.atoms.PointMasses`).
+:class:`MeshSolver` owns the state (density, time, energy balance), the evaluation of a state and the diagnostics row; the
+step itself is its time stepper's (a :class:`~spherepde.solvers.integrators.Stepper` from
+:data:`~spherepde.solvers.integrators.STEPPERS`: explicit Runge--Kutta under the CFL bound, or the implicit upwind step with
+error control), and point masses are a component of their own (:class:`~spherepde.solvers.atoms.PointMasses`).
 
 Energy balance (gradient heads, docs/model.md §3)
 ---------------------------------------------------
-* The Ito martingale increment (1/(2H)) sum_h sum_cc' m_c m_c' e^{x_c D_h x_c'} x_c^T dM_k x_c'
-  is added at the start of a step that begins on grid point k (< K); per stage d_tE (drift
-  f_h = ``path.drift_at(t_stage)`` plus the Ito correction when sigma > 0), the transport
-  rate and G^2 go into :class:`~spherepde.model.energy.EnergyBalance` (the stepper's weights).
-* ``transport`` on the mesh is the discrete chain-rule rate sum_c xi_c dm_c/dt with
-  xi_c = (1/H) sum_h Z_h(x_c) and dm_c/dt = |C_c| d rho_c/dt from the FV update, so the
-  exact balance residual ``edi_exact`` vanishes as dt -> 0 at a fixed mesh (it is
-  O(dt^p) for an order-p integrator with frozen weights); G^2 uses v at the cell centres.
-* The energy's change through the weights (``int_dE_weights``) is booked by the trapezoid rule over
-  each step's first and last state, and the energy jumps of point masses (``int_collapse_energy``)
-  after each step, so ``edi_exact`` splits into the solver's ``edi_transport`` and the weight path's
-  ``edi_weights`` (:class:`~spherepde.model.energy.EnergyBalance`, docs/model.md §3.6).
+* The Ito martingale increment (1/(2H)) sum_h sum_cc' m_c m_c' e^{x_c D_h x_c'} x_c^T dM_k x_c' is added at the start of a
+  step that begins on grid point k (< K); per stage d_tE (drift f_h = ``path.drift_at(t_stage)`` plus the Ito correction
+  when sigma > 0), the transport rate and G^2 go into :class:`~spherepde.model.energy.EnergyBalance` (the stepper's weights).
+* ``transport`` on the mesh is the discrete chain-rule rate sum_c xi_c dm_c/dt with xi_c = (1/H) sum_h Z_h(x_c) and
+  dm_c/dt = |C_c| d rho_c/dt from the FV update (with noise: its diffusion too, whose part is ``diffusion``), so the exact
+  balance residual ``edi_exact`` vanishes as dt -> 0 at a fixed mesh (O(dt^p) for an order-p integrator with frozen
+  weights); G^2 uses v at the cell centres. With noise, the free energy's balance ``edi_free`` (docs/model.md).
+* The energy's change through the weights (``int_dE_weights``) is booked by the trapezoid rule over each step's first and
+  last state, and the energy jumps of point masses (``int_collapse_energy``) after each step, so ``edi_exact`` splits into
+  the solver's ``edi_transport`` and the weight path's ``edi_weights`` (docs/model.md §3.6).
 * For general heads (``path.is_gradient`` False) energy-based columns are NaN.
 
 Invariants checked after every step (``check=True``): finite values (:class:`SolverError`) and rho_min >= -1e-14 max rho (:class:`PositivityError`).
@@ -48,12 +43,13 @@ import numpy as np
 from spherepde.attention import SUMMATION_MODES
 from spherepde.geometry.protocol import check_dimension, geometry_of, mesh_spacing
 from spherepde.model.clusters import MERGE_ANGLE, cluster_table, weighted_clusters
-from spherepde.model.columns import MESH_COLUMNS
+from spherepde.model.columns import solver_columns
 from spherepde.model.energy import EnergyBalance, state_rates
 from spherepde.model.fused import fused_rates
 from spherepde.model.velocity import DEFAULT_ATTENTION, HeadFields, is_normalised, velocity_from_fields
 from spherepde.model.weights import WeightPath
 from spherepde.solvers.atoms import DENSE_FLOOR, PointMasses, initial_point_masses
+from spherepde.solvers.diffusion import MeshDiffusion, entropy, noise_rates
 from spherepde.solvers.errors import CFLViolation, PositivityError, SolverError, initial_density, positive
 from spherepde.solvers.fv import (
     VELOCITY_FORMS,
@@ -89,11 +85,9 @@ class MeshSolver:
     Parameters
     ----------
     mesh : SphereMesh, or any mesh whose ``geometry()`` is a :class:`~spherepde.geometry.protocol.Geometry`.
-    rho0 : (nc,) initial cell densities, non-negative with sum rho |C| = 1 (an
-        unnormalised density is normalised, with a warning).
+    rho0 : (nc,) initial cell densities, non-negative with sum rho |C| = 1 (an unnormalised density is normalised, with a warning).
     path : WeightPath with d = 3.
-    velocity : ``"potential"`` (gradient heads only; default) or ``"midpoint"``
-        (:mod:`spherepde.solvers.fv`).
+    velocity : ``"potential"`` (gradient heads only; default) or ``"midpoint"`` (:mod:`spherepde.solvers.fv`).
     order : 1 (upwind) or 2 (limited linear reconstruction).
     integrator : a mesh stepper of :data:`spherepde.solvers.integrators.STEPPERS` by name (or a
         :class:`~spherepde.solvers.integrators.Stepper`): ``"euler"``, ``"heun"`` (= ``"ssprk2"``),
@@ -102,24 +96,22 @@ class MeshSolver:
     cfl : safety factor in (0, 1] multiplying the CFL bound.
     dt : fixed step (checked against cfl * bound every step) or None for adaptive steps.
     check : check finiteness and positivity after every step.
-    velocity_field : test hook -- a callable ``t -> (ne,)`` of prescribed edge normal
-        velocities (along ``mesh.edge_normals``) replacing the attention velocity
-        (pure transport; energy columns are NaN), e.g.
+    velocity_field : test hook -- a callable ``t -> (ne,)`` of prescribed edge normal velocities (along ``mesh.edge_normals``)
+        replacing the attention velocity (pure transport; energy columns are NaN), e.g.
         :func:`spherepde.solvers.fv.rigid_rotation_edge_velocity`.
-    summation : attention sums ``"direct"``, ``"fast"`` (spherical-harmonic expansion,
-        :mod:`spherepde.attention.harmonic`) or ``"auto"`` (fast where it pays and meets the
-        tolerance); see :func:`spherepde.attention.attention_moments`.
+    summation : attention sums ``"direct"``, ``"fast"`` (spherical-harmonic expansion, :mod:`spherepde.attention.harmonic`) or
+        ``"auto"`` (fast where it pays and meets the tolerance); see :func:`spherepde.attention.attention_moments`.
     summation_tol : accuracy of the fast sums (relative error of Z_h, error of Y_h/Z_h).
-    diagnostics_tol : accuracy of the fast sums' moments Y_h/Z_h and Q_h/Z_h, which feed
-        only the energy diagnostics G^2, d_tE and the martingale (the potential velocity
-        uses log Z_h alone, at ``summation_tol``); the larger of the two is used, None
-        means ``summation_tol``.
+    diagnostics_tol : accuracy of the fast sums' moments Y_h/Z_h and Q_h/Z_h, which feed only the energy diagnostics G^2, d_tE
+        and the martingale (the potential velocity uses log Z_h alone, at ``summation_tol``); the larger of the two is used,
+        None means ``summation_tol``.
     atoms, atom_spread, atom_radius, atom_min_mass, merge_radius : point masses
         (:class:`~spherepde.solvers.atoms.PointMasses`; ``atoms`` needs the implicit stepper).
-    point_masses : initial point masses ``(positions (k, 3), masses (k,))`` beside ``rho0`` (needs
-        ``atoms``; e.g. a branch of a point-mass run): unit positions, positive masses, and the
-        cells' mass plus theirs is 1 (the cells are rescaled, with a warning, if not).
+    point_masses : initial point masses ``(positions (k, 3), masses (k,))`` beside ``rho0`` (needs ``atoms``; e.g. a branch of
+        a point-mass run): unit positions, positive masses, and the cells' mass plus theirs is 1 (the cells are rescaled, with
+        a warning, if not).
     attention : ``"softmax"`` or ``"unnormalised"`` (ATTENTION_KINDS; unnormalised: flux potential xi = (1/H) sum_h Z_h, mobility 1).
+    noise : token noise nu >= 0, the diffusion nu Delta_S rho (:class:`~spherepde.solvers.diffusion.MeshDiffusion`; 0: none).
 
     Attributes
     ----------
@@ -135,7 +127,7 @@ class MeshSolver:
                  summation: str = "auto", summation_tol: float = 1e-10, diagnostics_tol: float | None = 1e-6, tol: float = 1e-3,
                  dt_max: float | None = None, atoms: bool = False, atom_spread: float | None = None, atom_radius: float | None = None,
                  atom_min_mass: float = 1e-3, merge_radius: float = MERGE_ANGLE, point_masses=None,
-                 attention: str = DEFAULT_ATTENTION):
+                 attention: str = DEFAULT_ATTENTION, noise: float = 0.0):
         if not isinstance(path, WeightPath):
             raise TypeError(f"path must be a WeightPath, got {type(path).__name__}")
         geom = geometry_of(mesh)
@@ -154,6 +146,8 @@ class MeshSolver:
         self.tol = positive("tol", tol)
         self.dt_max = positive("dt_max", dt_max, none=" (or None)")
         self.mesh, self.geom, self.path = mesh, geom, path
+        self.diffusion = MeshDiffusion.create(geom, noise, int(order), atoms=bool(atoms))
+        self.noise = 0.0 if self.diffusion is None else self.diffusion.nu
         self.velocity, self.order, self.cfl, self.check = velocity, int(order), cfl, bool(check)
         self.velocity_field, self.summation = velocity_field, summation
         self.atoms, self.attention, self.normalised = bool(atoms), attention, is_normalised(attention)
@@ -168,11 +162,11 @@ class MeshSolver:
         #: floor on the time step: a step below it raises SolverError (0: no floor)
         self.dt_min = 0.0
         self._cache: tuple | None = None
-        self.balance = EnergyBalance(sign=path.sign)
+        self.balance = EnergyBalance(sign=path.sign, noise=self.noise, free=not self.normalised)
         if self.atoms:
             self._collapse()
         if self._has_energy:
-            self.balance.E0 = self._current().rates["energy"]
+            self.balance.start(self._current().rates)
 
     @staticmethod
     def check_options(*, integrator="ssprk3", order: int = 1, velocity: str = "potential", gradient: bool = True,
@@ -214,12 +208,12 @@ class MeshSolver:
             u = np.asarray(self.velocity_field(t), dtype=np.float64)
             if u.shape != (g.n_edges,):
                 raise ValueError(f"velocity_field returned shape {u.shape}, expected ({g.n_edges},)")
-            return _Stage(u, fv_rhs(g, faces, u), self._bound(u, rho, faces), None)
+            return _Stage(u, self._rhs(rho, faces, u)[0], self._bound(u, rho, faces), None)
         masses = rho * g.areas
         A, V = self.path.matrices(t)
         if not self.path.is_gradient:
             u = midpoint_edge_velocity(g, masses, A, V, summation=self.summation, tol=self.summation_tol, normalised=self.normalised)
-            return _Stage(u, fv_rhs(g, faces, u), self._bound(u, rho, faces), None)
+            return _Stage(u, self._rhs(rho, faces, u)[0], self._bound(u, rho, faces), None)
         sigma = self.path.sigma
         logZ, Ybar, Qbar = cell_fields(g, masses, A, want_q=sigma > 0, summation=self.summation, tol=self.summation_tol,
                                        tol_moments=self.diagnostics_tol)
@@ -231,9 +225,10 @@ class MeshSolver:
             u = potential_edge_velocity(g, rates["Phi" if self.normalised else "xi"], self.path.sign)
         else:
             u = midpoint_edge_velocity(g, masses, A, V, summation=self.summation, tol=self.summation_tol, normalised=self.normalised)
-        flux = np.empty(g.n_edges)
-        rhs = fv_rhs(g, faces, u, flux=flux)
+        rhs, flux, drhs = self._rhs(rho, faces, u)
         rates["transport"] = float(np.sum(rates["xi"] * g.areas * rhs))
+        if drhs is not None:  # token noise: the diffusion's work, the free energy's dissipation, the entropy
+            rates.update(noise_rates(g, rho, rates["xi"], drhs, flux, self.noise, self.path.sign))
         # G^2 of the scheme (closes the paper-form balance) beside the nodal G2 (the estimate of the continuum value)
         rates["G2_scheme"] = scheme_g2(g, logZ, u, flux, normalised=self.normalised)
         rates["logZ"] = logZ
@@ -250,8 +245,14 @@ class MeshSolver:
         rates["Phi"] = logZ.mean(axis=1)
         return rates
 
+    def _rhs(self, rho, faces, u):
+        """(d rho/dt, the face fluxes F_e, the diffusion's part of d rho/dt or None without noise)."""
+        flux = np.empty(self.geom.n_edges)
+        rhs = fv_rhs(self.geom, faces, u, flux=flux)
+        return rhs, flux, None if self.diffusion is None else self.diffusion.add(rho, u, rhs, flux)[1]
+
     def _bound(self, u, rho, faces) -> float:
-        return cfl_bound(self.geom, u, self.order, rho, faces)
+        return cfl_bound(self.geom, u, self.order, rho, faces) if self.diffusion is None else self.diffusion.bound(u, rho, faces)
 
     def _current(self) -> _Stage:
         key = (self.step_count, self.t)
@@ -322,14 +323,12 @@ class MeshSolver:
         return h if h > 0 and math.isfinite(h) else None
 
     def step_hint(self) -> float | None:
-        """The adaptive explicit step of the current state; None for a fixed ``dt`` or a stepper not
-        limited by the CFL bound (its steps follow the local error)."""
+        """The adaptive explicit step of the current state; None for a fixed ``dt`` or a stepper not limited by the CFL bound."""
         return self._explicit_step() if self.dt is None and self.stepper.cfl_limited else None
 
     def reference_step(self) -> float | None:
-        """For an adaptive stepper whose steps follow the local error: the explicit step of the current
-        state, the yardstick of its step budget (an error-controlled run far slower than an explicit one
-        is stopped); None otherwise (a fixed ``dt``, or a CFL-limited stepper: see :meth:`step_hint`)."""
+        """For an adaptive stepper whose steps follow the local error: the explicit step of the current state, the yardstick of
+        its step budget (an error-controlled run far slower than an explicit one is stopped); else None (:meth:`step_hint`)."""
         return self._explicit_step() if self.dt is None and not self.stepper.cfl_limited else None
 
     def last_step(self) -> float:
@@ -344,7 +343,7 @@ class MeshSolver:
 
     # ------------------------------------------------------------------ output
     def record(self) -> dict:
-        """The diagnostics row at the current state (:data:`spherepde.model.columns.MESH_COLUMNS`)."""
+        """The diagnostics row at the current state (:func:`spherepde.model.columns.solver_columns` of ``"mesh"``)."""
         g = self.geom
         masses = self.rho * g.areas
         row: dict = {"t": float(self.t), "step": int(self.step_count)}
@@ -358,14 +357,15 @@ class MeshSolver:
         row["rho_min"] = float(self.rho.min())
         row["rho_max"] = float(self.rho.max())
         row["dt_last"] = float(self.dt_last)
-        return {k: row[k] for k in MESH_COLUMNS}
+        if self.diffusion is not None:
+            row.update(self.balance.noise_columns(self._current().rates if self._has_energy else None, entropy(self.rho, g.areas)))
+        return {k: row[k] for k in solver_columns("mesh", noise=self.noise > 0)}
 
     def snapshot(self) -> dict:
-        """Arrays of the current state for snapshot files: ``rho`` (nc,), in which a point mass
-        is drawn as its mass spread over the cell whose node is nearest (:meth:`density`), and
-        the cluster table ``clusters`` (mass, centre; :func:`spherepde.model.clusters.cluster_table`).
-        With ``atoms`` also the state itself: ``rho_cells`` (nc,) the cells alone, ``atom_x`` (k, 3)
-        and ``atom_m`` (k,) the point masses (rho_cells dsigma + sum_k m_k delta_{x_k} is the measure)."""
+        """Arrays of the current state for snapshot files: ``rho`` (nc,), in which a point mass is drawn as its mass spread over
+        the cell whose node is nearest (:meth:`density`), and the cluster table ``clusters`` (mass, centre;
+        :func:`spherepde.model.clusters.cluster_table`). With ``atoms`` also the state itself: ``rho_cells`` (nc,) the cells
+        alone, ``atom_x`` (k, 3) and ``atom_m`` (k,) the point masses (rho_cells dsigma + sum_k m_k delta_{x_k} is the measure)."""
         snap = {"rho": self.density(), "clusters": cluster_table(*self.points.cluster_points(self.rho))}
         if self.atoms:
             snap.update(rho_cells=self.rho.copy(), atom_x=self.points.x.copy(), atom_m=self.points.m.copy())

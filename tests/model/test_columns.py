@@ -43,6 +43,9 @@ def _header(folder: Path) -> tuple[str, ...]:
         ("particles", {}, "cheap"),
         ("mesh", {}, "cheap"),
         ("mesh", {"solver.integrator": "implicit", "solver.atoms": True}, "cheap"),
+        ("mesh", {"model.noise": 0.1}, "cheap"),
+        ("mesh", {"model.noise": 0.1, "model.heads": "general", "solver.velocity": "midpoint", "solver.order": 2}, "cheap"),
+        ("mesh", {"model.noise": 0.1, "model.attention": "unnormalised", "solver.integrator": "implicit"}, "cheap"),
         ("both", {}, "cheap"),
         ("both", {"output.distances": "all"}, "all"),
         ("both", {"output.distances": "none"}, "none"),
@@ -51,11 +54,11 @@ def _header(folder: Path) -> tuple[str, ...]:
 def test_every_column_a_solver_writes_is_registered_in_order(tmp_path, solver, extra, distances):
     res = run(default_config().with_overrides({**TINY, "run.solver": solver, **extra}), out=tmp_path / "r", progress=False)
     assert res.status == "completed"
-    assert _header(res.folder) == solver_columns(solver, distances)
+    assert _header(res.folder) == solver_columns(solver, distances, noise="model.noise" in extra)
 
 
 def test_every_registered_column_is_written_by_a_solver():
-    written = set().union(*(solver_columns(s, d) for s in SOLVERS for d in DISTANCE_MODES))
+    written = set().union(*(solver_columns(s, d, noise=nz) for s in SOLVERS for d in DISTANCE_MODES for nz in (False, True)))
     assert written == set(COLUMNS)
     assert all(writers(c) for c in COLUMNS) and not writers("w_sphere")
     assert writers("w1_sliced") == ("both",) and writers("p_G2") == ("both",) and writers("speed_rms") == ("particles",)

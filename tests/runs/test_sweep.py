@@ -175,7 +175,7 @@ def test_any_registered_column_is_an_analysis_target(tmp_path):
     particles = 'base = "base.toml"\n[grid]\n"model.H" = [1, 2]\n[analysis]\nx = "model.H"\n'
     for y in solver_columns("particles")[2:]:
         assert load_sweep(write_inputs(tmp_path, particles + f'y = "{y}"\n')).analysis["y"] == y
-    assert set(solver_columns("both", "all")) | {"speed_rms"} == set(COLUMNS)
+    assert set(solver_columns("both", "all", noise=True)) | {"speed_rms"} == set(COLUMNS)
     for text, message in (
         (particles + 'y = "w1_sliced"\n', "[analysis] y: 'w1_sliced' is not written by run.solver = 'particles'; it is written by run.solver = 'both' (run 0: model.H=1)"),
         (particles + 'y = "p_G2"\n', "'p_G2' is not written by run.solver = 'particles'"),

@@ -100,7 +100,7 @@ def test_weighted_matrix_is_the_explicit_second_order_operator(geom8):
     faces = face_values(geom8, rho, 2)
     w = face_weights(geom8, rho, faces)
     assert 0.0 < min(w[0].min(), w[1].min()) and max(w[0].max(), w[1].max()) < W_MAX  # nothing scaled here
-    K = upwind_matrix(geom8, u, w)
+    K = upwind_matrix(geom8, u, weights=w)
     ref = fv_rhs(geom8, faces, u)
     assert np.allclose(-(K @ rho) / geom8.areas, ref, rtol=1e-12, atol=1e-12)
     assert not np.allclose(ref, fv_rhs(geom8, face_values(geom8, rho, 1), u), atol=1e-3)  # order 2 differs from 1
@@ -114,11 +114,11 @@ def test_second_order_step_is_positive_and_conservative_for_any_step(geom8, h):
     rho[rng.random(geom8.n_cells) < 0.2] = 0.0  # vacuum cells: weight 1
     w = face_weights(geom8, rho, face_values(geom8, rho, 2))
     assert min(w[0].min(), w[1].min()) >= 0.0 and max(w[0].max(), w[1].max()) <= W_MAX
-    M = np.diag(geom8.areas) + h * upwind_matrix(geom8, u, w).toarray()
+    M = np.diag(geom8.areas) + h * upwind_matrix(geom8, u, weights=w).toarray()
     off = M - np.diag(np.diag(M))
     assert off.max() <= 0.0 and np.all(np.diag(M) > 0)
     assert np.allclose(M.sum(axis=0), geom8.areas, rtol=1e-9)
-    new = implicit_upwind_step(geom8, rho, u, h, w)
+    new = implicit_upwind_step(geom8, rho, u, h, weights=w)
     assert new.min() >= 0.0
     assert np.sum(new * geom8.areas) == pytest.approx(np.sum(rho * geom8.areas), rel=1e-12)
 

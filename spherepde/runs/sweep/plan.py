@@ -393,7 +393,7 @@ def _build_sweep(data: dict, source: str, base_dir: Path) -> Sweep:
             raise SweepError(f"run {i} ({label}): {exc}") from None
         if t_min >= cfg.solver.T:
             raise SweepError(f"t_min = {t_min:g} must be below the final time solver.T = {cfg.solver.T:g} (run {i}: {label})")
-        if analysis is not None and analysis["y"] not in solver_columns(cfg.run.solver, cfg.output.distances):
+        if analysis is not None and analysis["y"] not in solver_columns(cfg.run.solver, cfg.output.distances, noise=cfg.model.noise > 0):
             raise SweepError(_not_written(analysis["y"], cfg) + f" (run {i}: {label})")
         runs.append(SweepRun(i, _run_name(i, width, params), params, cfg))
     sw = Sweep(source, base_name, fixed, axes, runs, analysis, t_min, out, description)
