@@ -4,11 +4,12 @@ Each column has a name, a long name and CF-style units (``"1"``: dimensionless m
 units; :class:`Column`), and the solvers that write it. The solvers write their columns
 in the order of :func:`solver_columns` (the column order of ``diagnostics.csv``):
 
-* ``particles``: :data:`PARTICLE_COLUMNS`;
+* ``particles``: :data:`PARTICLE_COLUMNS` (with token noise, ``model.noise > 0``, then
+  :data:`NOISE_COLUMNS`: :func:`particle_columns`);
 * ``mesh``: :data:`MESH_COLUMNS`;
 * ``both``: every mesh column, then :data:`TOKEN_COLUMNS` of the tokens with the prefix
-  :data:`PARTICLE_PREFIX`, then the distances chosen by ``output.distances``
-  (:data:`DISTANCE_MODES`).
+  :data:`PARTICLE_PREFIX` (with token noise also :data:`NOISE_COLUMNS`), then the distances
+  chosen by ``output.distances`` (:data:`DISTANCE_MODES`).
 
 ``energy`` marks the columns that are NaN by definition for general heads (no energy);
 ``compare`` whether ``spherepde compare`` compares the column between runs (counters and
@@ -34,6 +35,8 @@ __all__ = [
     "HEADLINE_COLUMNS",
     "MESH_HEADLINE_COLUMNS",
     "PARTICLE_COLUMNS",
+    "NOISE_COLUMNS",
+    "particle_columns",
     "MESH_COLUMNS",
     "PARTICLE_PREFIX",
     "TOKEN_COLUMNS",
@@ -102,6 +105,10 @@ _QUANTITIES = (
                          "(tokens; mesh: point masses and cells denser than 5/(4 pi), 5/(2 pi) on the circle); tokens spread between "
                          "forming clusters link them into one group, so before collapse the tokens' count is lower than the mesh's",
            symbol="clusters (groups with >= 1 % of the mass)", axis="number of clusters"),
+    Column("entropy", "tokens with noise (model.noise > 0): int rho log rho estimated by the leave-one-out von Mises-Fisher "
+                      "kernel density estimate at the tokens, sum_i w_i log f_i(x_i), its concentration chosen by likelihood "
+                      "cross-validation on the grid 2^(j/2) <= 2^16 (uniform: -log 4 pi on S^2, -log 2 pi on S^1; docs/model.md §10)",
+           symbol=r"$\int\rho\log\rho$ (vMF kernel estimate)", axis=r"$\int\rho\log\rho$"),
     Column("G2_scheme", "mesh: the scheme's own metric slope (edge fluxes; mobility 1 with unnormalised attention), the G^2 of the "
                         "paper-form balance edi_paper", energy=True),
     Column("int_G2_scheme", "mesh: time integral of G2_scheme", energy=True),
@@ -142,6 +149,15 @@ _COMMON = ("t", "step") + ENERGY_COLUMNS + ("mean_resultant",)
 #: Columns of a particle run, in order.
 PARTICLE_COLUMNS = _COMMON + ("speed_rms", "n_clusters")
 
+#: Columns token runs add after their others when the tokens carry noise (``model.noise > 0``).
+NOISE_COLUMNS = ("entropy",)
+
+
+def particle_columns(noise: bool = False) -> tuple[str, ...]:
+    """The columns of a particle run, in order: :data:`PARTICLE_COLUMNS`, then :data:`NOISE_COLUMNS` when the tokens carry noise."""
+    return PARTICLE_COLUMNS + (NOISE_COLUMNS if noise else ())
+
+
 #: Columns of a mesh run, in order (a ``both`` run starts with them).
 MESH_COLUMNS = _COMMON + ("G2_scheme", "int_G2_scheme", "n_clusters", "atom_mass", "mass", "rho_min", "rho_max", "dt_last")
 
@@ -169,26 +185,27 @@ def _token(c: Column) -> Column:
 _BY_NAME = {c.name: c for c in _QUANTITIES}
 
 #: Every registered column by name: the quantities, then the token columns of ``both`` runs.
-COLUMNS: dict[str, Column] = {**_BY_NAME, **{PARTICLE_PREFIX + k: _token(_BY_NAME[k]) for k in TOKEN_COLUMNS}}
+COLUMNS: dict[str, Column] = {**_BY_NAME, **{PARTICLE_PREFIX + k: _token(_BY_NAME[k]) for k in TOKEN_COLUMNS + NOISE_COLUMNS}}
 
 
-def solver_columns(solver: str, distances: str = "cheap") -> tuple[str, ...]:
+def solver_columns(solver: str, distances: str = "cheap", noise: bool = False) -> tuple[str, ...]:
     """The header of ``diagnostics.csv`` of a ``run.solver = solver`` run (``both``: with
-    ``output.distances = distances``)."""
+    ``output.distances = distances``; ``noise``: the tokens carry noise, ``model.noise > 0``)."""
     if solver == "particles":
-        return PARTICLE_COLUMNS
+        return particle_columns(noise)
     if solver == "mesh":
         return MESH_COLUMNS
     if solver == "both":
         if distances not in DISTANCE_MODES:
             raise ValueError(f"output.distances: unknown setting {distances!r}; use {', '.join(repr(k) for k in DISTANCE_MODES)}")
-        return MESH_COLUMNS + tuple(PARTICLE_PREFIX + k for k in TOKEN_COLUMNS) + DISTANCE_MODES[distances]
+        tokens = TOKEN_COLUMNS + (NOISE_COLUMNS if noise else ())
+        return MESH_COLUMNS + tuple(PARTICLE_PREFIX + k for k in tokens) + DISTANCE_MODES[distances]
     raise ValueError(f"run.solver: unknown solver {solver!r}; use {', '.join(repr(s) for s in SOLVERS)}")
 
 
 def writers(name: str) -> tuple[str, ...]:
-    """The solvers that may write column ``name`` (empty for an unregistered name)."""
-    return tuple(s for s in SOLVERS if name in solver_columns(s, "all"))
+    """The solvers that may write column ``name`` (empty for an unregistered name; with or without token noise)."""
+    return tuple(s for s in SOLVERS if any(name in solver_columns(s, "all", noise) for noise in (False, True)))
 
 
 def undefined_without_energy() -> frozenset:

@@ -370,8 +370,9 @@ def _check_solver_options(cfg: Config) -> None:
     if cfg.model.noise > 0 and s.atoms:
         raise ConfigError(f"model.noise: point masses and token noise do not mix (a point mass has infinite entropy; diffusion spreads it at once; "
                           f"docs/model.md): set solver.atoms = false, or model.noise = 0 (it is {cfg.model.noise:g})")
-    if cfg.model.noise > 0:  # TEMPORARY: removed when the solvers carry the noise (issue 35)
-        raise ConfigError("model.noise: token noise is not available yet; use model.noise = 0")
+    if cfg.model.noise > 0 and cfg.run.solver != "particles":  # TEMPORARY: removed when the mesh solver carries the noise (issue 35)
+        raise ConfigError(f"model.noise: the density level (run.solver = {cfg.run.solver!r}) has no noise yet; use run.solver = 'particles' "
+                          "(tokens with Brownian noise), or model.noise = 0")
     try:
         if cfg.run.solver == "particles":
             get_stepper(cfg.integrator, "particles")

@@ -277,6 +277,8 @@ def _check_analysis(table, axes: dict, where: str = "[analysis]") -> dict:
 
 def _not_written(y: str, cfg: Config) -> str:
     """Why the runs of ``cfg`` have no column ``y`` (one line, with what would write it)."""
+    if cfg.run.solver in writers(y) and y in set(solver_columns(cfg.run.solver, cfg.output.distances, True)) - set(solver_columns(cfg.run.solver, cfg.output.distances)):
+        return f"[analysis] y: {y!r} is written only by runs whose tokens carry noise; it needs model.noise > 0"
     if cfg.run.solver == "both" and y in COLUMNS and "both" in writers(y):
         how = "run.solver = 'both' with output.distances = 'all'" if y == "w1_exact" else "run.solver = 'both' with output.distances = 'cheap' or 'all'"
         return f"[analysis] y: {y!r} is not written with output.distances = {cfg.output.distances!r}; it needs {how}"
@@ -393,7 +395,7 @@ def _build_sweep(data: dict, source: str, base_dir: Path) -> Sweep:
             raise SweepError(f"run {i} ({label}): {exc}") from None
         if t_min >= cfg.solver.T:
             raise SweepError(f"t_min = {t_min:g} must be below the final time solver.T = {cfg.solver.T:g} (run {i}: {label})")
-        if analysis is not None and analysis["y"] not in solver_columns(cfg.run.solver, cfg.output.distances):
+        if analysis is not None and analysis["y"] not in solver_columns(cfg.run.solver, cfg.output.distances, cfg.model.noise > 0):
             raise SweepError(_not_written(analysis["y"], cfg) + f" (run {i}: {label})")
         runs.append(SweepRun(i, _run_name(i, width, params), params, cfg))
     sw = Sweep(source, base_name, fixed, axes, runs, analysis, t_min, out, description)
