@@ -41,6 +41,7 @@ def _header(folder: Path) -> tuple[str, ...]:
     "solver, extra, distances",
     [
         ("particles", {}, "cheap"),
+        ("particles", {"model.noise": 0.2}, "cheap"),
         ("mesh", {}, "cheap"),
         ("mesh", {"solver.integrator": "implicit", "solver.atoms": True}, "cheap"),
         ("both", {}, "cheap"),
@@ -51,15 +52,17 @@ def _header(folder: Path) -> tuple[str, ...]:
 def test_every_column_a_solver_writes_is_registered_in_order(tmp_path, solver, extra, distances):
     res = run(default_config().with_overrides({**TINY, "run.solver": solver, **extra}), out=tmp_path / "r", progress=False)
     assert res.status == "completed"
-    assert _header(res.folder) == solver_columns(solver, distances)
+    assert _header(res.folder) == solver_columns(solver, distances, noise=bool(extra.get("model.noise")))
 
 
 def test_every_registered_column_is_written_by_a_solver():
-    written = set().union(*(solver_columns(s, d) for s in SOLVERS for d in DISTANCE_MODES))
+    written = set().union(*(solver_columns(s, d, noise) for s in SOLVERS for d in DISTANCE_MODES for noise in (False, True)))
     assert written == set(COLUMNS)
     assert all(writers(c) for c in COLUMNS) and not writers("w_sphere")
     assert writers("w1_sliced") == ("both",) and writers("p_G2") == ("both",) and writers("speed_rms") == ("particles",)
     assert writers("n_clusters") == SOLVERS and writers("rho_min") == ("mesh", "both")
+    assert writers("entropy") == ("particles",) and writers("p_entropy") == ("both",)  # tokens with noise (model.noise > 0)
+    assert solver_columns("particles", noise=True) == solver_columns("particles") + ("entropy",)
     for s in SOLVERS:
         cols = solver_columns(s, "all")
         assert len(set(cols)) == len(cols) and cols[:2] == ("t", "step")

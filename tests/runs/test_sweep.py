@@ -175,17 +175,20 @@ def test_any_registered_column_is_an_analysis_target(tmp_path):
     particles = 'base = "base.toml"\n[grid]\n"model.H" = [1, 2]\n[analysis]\nx = "model.H"\n'
     for y in solver_columns("particles")[2:]:
         assert load_sweep(write_inputs(tmp_path, particles + f'y = "{y}"\n')).analysis["y"] == y
-    assert set(solver_columns("both", "all")) | {"speed_rms"} == set(COLUMNS)
+    assert set(solver_columns("both", "all", noise=True)) | {"speed_rms", "entropy"} == set(COLUMNS)
     for text, message in (
         (particles + 'y = "w1_sliced"\n', "[analysis] y: 'w1_sliced' is not written by run.solver = 'particles'; it is written by run.solver = 'both' (run 0: model.H=1)"),
         (particles + 'y = "p_G2"\n', "'p_G2' is not written by run.solver = 'particles'"),
         (both + 'y = "w1_exact"\n', "[analysis] y: 'w1_exact' is not written with output.distances = 'cheap'; it needs run.solver = 'both' with output.distances = 'all'"),
         (both + 'y = "t"\n', "[analysis] y: 't' is not a diagnostics column"),
+        (particles + 'y = "entropy"\n', "[analysis] y: 'entropy' is written only by runs whose tokens carry noise; it needs model.noise > 0"),
     ):
         with pytest.raises(SweepError) as info:
             load_sweep(write_inputs(tmp_path, text))
         assert message in str(info.value) and "\n" not in str(info.value)
     assert load_sweep(write_inputs(tmp_path, both.replace('[grid]', '"output.distances" = "all"\n[grid]') + 'y = "w1_exact"\n')).analysis["y"] == "w1_exact"
+    noisy = particles.replace("[grid]", '[set]\n"model.noise" = 0.1\n[grid]')
+    assert load_sweep(write_inputs(tmp_path, noisy + 'y = "entropy"\n')).analysis["y"] == "entropy"
     from spherepde.runs.sweep.analysis import axis_label
 
     assert (axis_label("G2"), axis_label("p_G2"), axis_label("w1_sliced")) == ("G²", "G² of the tokens", "w1_sliced (rad)")
