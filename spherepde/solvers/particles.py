@@ -427,8 +427,10 @@ class ParticleSolver:
         """The token step when it is a fraction of the weight grid step (and why)."""
         if self.split <= 1:
             return []
+        why = (f" (its Brownian step alone {math.sqrt(2 * self.noise * (self.path.d - 1) * self.path.dt):.3g} rad root mean square, "
+               f"model.noise = {self.noise:g})" if self.path.dt > noise_step_limit(self.noise, self.path.d, MAX_DISPLACEMENT) else "")
         return [f"token step {self.dt:.6g} = weights.dt / {self.split}: with the step weights.dt = {self.path.dt:g} "
-                f"a token could move more than {MAX_DISPLACEMENT:g} rad"]
+                f"a token could move more than {MAX_DISPLACEMENT:g} rad" + why]
 
     def advance(self, t_stop: float, *, should_stop=None) -> bool:
         """Step until t = t_stop (which must lie on the solver's time grid); returns True there.

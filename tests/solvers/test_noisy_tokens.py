@@ -239,3 +239,28 @@ def test_entropy_distinguishes_concentrations():
     b = token_entropy(sample_vmf(rng, np.eye(3)[0], 10.0, 1500))
     assert abs((b - a) - (_vmf_entropy(10.0, 3) - _vmf_entropy(2.0, 3))) < 0.05
     assert math.isnan(token_entropy(np.eye(3)[:1]))
+
+
+def test_coupled_tokens_take_the_noise_and_record_p_entropy():
+    """CoupledSolver(noise=nu): its tokens take the Brownian step of the stream of ``seed`` (the same
+    tokens as a ParticleSolver from its start, to round-off), and rows add p_entropy in the registry's order.
+    (Runs refuse 'both' with noise until the density level carries it.)"""
+    import spherepde as sp
+    from spherepde import densities
+    from spherepde.model.columns import solver_columns
+    from spherepde.solvers.coupled import CoupledSolver
+
+    path = sp.generate_weight_path(sp.OUProcess(), H=1, d=3, T=0.02, dt=0.01, seed=3)
+    mesh = sp.icosphere(2)
+    cs = CoupledSolver(sp.MeshSolver(mesh, densities.octahedral(mesh), path), 30, seed=4, noise=0.2)
+    alone = ParticleSolver(cs.particle_solver.X.copy(), path, noise=0.2, noise_seed=4)
+    cs.advance(0.02)
+    alone.advance(0.02)
+    np.testing.assert_allclose(cs.particle_solver.X, alone.X, rtol=0, atol=1e-13)  # the start renormalised once more: round-off
+    assert tuple(cs.record()) == solver_columns("both", "cheap", noise=True)
+
+
+def test_the_note_names_the_noise_when_it_sets_the_step():
+    path = _frozen_path(3, 1.0, 0.1)
+    ps = ParticleSolver(np.eye(3)[:2], path, dt=particle_step(path, noise=2.0), noise=2.0)
+    assert "model.noise = 2" in ps.notes()[0] and ps.split == 20
