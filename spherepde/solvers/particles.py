@@ -406,8 +406,10 @@ class ParticleSolver:
     @property
     def may_be_nan(self) -> frozenset:
         """Columns NaN by design: the split of the energy balance after a resume from a checkpoint
-        written before it was kept (:meth:`~spherepde.model.energy.EnergyBalance.unknown_columns`)."""
-        return self.balance.unknown_columns()
+        written before it was kept (:meth:`~spherepde.model.energy.EnergyBalance.unknown_columns`); ``entropy``
+        of fewer than two tokens of positive weight (no leave-one-out estimate)."""
+        few = self.noise > 0 and np.count_nonzero(self.w > 0) < 2
+        return self.balance.unknown_columns() | (frozenset({"entropy"}) if few else frozenset())
 
     def step_hint(self) -> float | None:
         """None: token steps are fixed (``dt``)."""

@@ -12,10 +12,11 @@ followed by the projected Euler step of the Brownian part (:func:`brownian_step`
 
 which is weak order 1 (e.g. E[x . e] decays per step by E[1 / sqrt(1 + s^2 |P_x xi|^2)] =
 1 - nu (d - 1) dt + O(dt^2)); the Lie splitting keeps weak order 1 for the whole step. The
-step is always defined: P_x xi is orthogonal to x, so |x + s P_x xi| >= 1. Brownian motion on
-S^{d-1}: the geodesic random walk and the projected step are both weak order 1 (e.g. Hsu,
-*Stochastic Analysis on Manifolds*, AMS 2002, ch. 3; Shalova & Schlichting 2024 for noisy
-transformers).
+step is always defined: P_x xi is orthogonal to x, so |x + s P_x xi| >= 1. The exact per-step
+factor of a degree-l zonal harmonic's mean (Funk--Hecke) is lambda_l = E[G_l((1 + s^2 q)^{-1/2})],
+q ~ chi^2_{d-1}, G_l the Gegenbauer polynomial with G_l(1) = 1; lambda_l^{T/dt} - exp(-nu l(l+d-2) T)
+= O(dt) (tests/solvers/test_noisy_tokens.py). Noisy transformer tokens on spheres: Shalova &
+Schlichting (2024).
 
 The noise is drawn from its own stream (:func:`noise_generator`): the first child of
 ``SeedSequence(seed)``, ``seed`` the token seed (``initial.seed``), so it is independent of the

@@ -126,3 +126,11 @@ def test_a_too_large_token_step_with_noise_is_refused_naming_the_step(tmp_path, 
                        "--set", "initial.n=10", "--out", tmp_path / "z")
     line = one_line_error(err)
     assert code == 2 and "solver.dt" in line and "model.noise = 2" in line and "use solver.dt = 0.005" in line
+
+
+def test_one_noisy_token_completes_with_nan_entropy(tmp_path):
+    """A single token has no leave-one-out estimate: entropy is NaN by design there, not a blow-up."""
+    res = runner.run(default_config().with_overrides({"run.solver": "particles", "model.H": 1, "model.noise": 0.3, "initial.n": 1,
+                                                      "solver.T": 0.02, "output.record_dt": 0.01, "output.snapshot_dt": 0.02}),
+                     out=tmp_path / "one", progress=False)
+    assert res.status == "completed" and np.all(np.isnan(res.diagnostics["entropy"]))
