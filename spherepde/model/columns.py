@@ -4,11 +4,12 @@ Each column has a name, a long name and CF-style units (``"1"``: dimensionless m
 units; :class:`Column`), and the solvers that write it. The solvers write their columns
 in the order of :func:`solver_columns` (the column order of ``diagnostics.csv``):
 
-* ``particles``: :data:`PARTICLE_COLUMNS`;
-* ``mesh``: :data:`MESH_COLUMNS` (with token noise, ``model.noise`` > 0, then :data:`NOISE_COLUMNS`);
+* ``particles``: :data:`PARTICLE_COLUMNS` (with token noise, ``model.noise > 0``, then
+  :data:`TOKEN_NOISE_COLUMNS`: :func:`particle_columns`);
+* ``mesh``: :data:`MESH_COLUMNS` (with token noise, then :data:`NOISE_COLUMNS`);
 * ``both``: every mesh column, then :data:`TOKEN_COLUMNS` of the tokens with the prefix
-  :data:`PARTICLE_PREFIX`, then the distances chosen by ``output.distances``
-  (:data:`DISTANCE_MODES`).
+  :data:`PARTICLE_PREFIX` (with token noise also :data:`TOKEN_NOISE_COLUMNS`), then the distances
+  chosen by ``output.distances`` (:data:`DISTANCE_MODES`).
 
 ``energy`` marks the columns that are NaN by definition for general heads (no energy);
 ``compare`` whether ``spherepde compare`` compares the column between runs (counters and
@@ -34,6 +35,8 @@ __all__ = [
     "HEADLINE_COLUMNS",
     "MESH_HEADLINE_COLUMNS",
     "PARTICLE_COLUMNS",
+    "TOKEN_NOISE_COLUMNS",
+    "particle_columns",
     "MESH_COLUMNS",
     "NOISE_COLUMNS",
     "PARTICLE_PREFIX",
@@ -107,7 +110,10 @@ _QUANTITIES = (
                         "paper-form balance edi_paper", energy=True),
     Column("int_G2_scheme", "mesh: time integral of G2_scheme", energy=True),
     Column("atom_mass", "mesh: mass carried by point masses (collapsed clusters, solver.atoms)"),
-    Column("entropy", "mesh, token noise: entropy S = sum_c |C_c| rho_c log rho_c", symbol=r"$S = \int\rho\log\rho$"),
+    Column("entropy", "token noise (model.noise > 0): the entropy S = int rho log rho; mesh: sum_c |C_c| rho_c log rho_c; tokens: "
+                      "estimated by the leave-one-out von Mises-Fisher kernel density estimate at the tokens, sum_i w_i log f_i(x_i), its "
+                      "concentration chosen by likelihood cross-validation on the grid 2^(j/2) <= 2^16 (uniform: -log 4 pi on S^2, "
+                      "-log 2 pi on S^1; docs/model.md §10)", symbol=r"$S = \int\rho\log\rho$", axis=r"$\int\rho\log\rho$"),
     Column("diffusion", "mesh, token noise: the diffusion's part of the transport term, sum_c xi_c |C_c| (d rho_c/dt)_diffusion "
                         "(the work of the diffusive flux against xi = dE/dmu; transport minus it is the drift's part)", energy=True),
     Column("int_diffusion", "mesh, token noise: time integral of the diffusion column", energy=True),
@@ -155,6 +161,15 @@ _COMMON = ("t", "step") + ENERGY_COLUMNS + ("mean_resultant",)
 #: Columns of a particle run, in order.
 PARTICLE_COLUMNS = _COMMON + ("speed_rms", "n_clusters")
 
+#: Columns token runs add after their others when the tokens carry noise (``model.noise > 0``).
+TOKEN_NOISE_COLUMNS = ("entropy",)
+
+
+def particle_columns(noise: bool = False) -> tuple[str, ...]:
+    """The columns of a particle run, in order: :data:`PARTICLE_COLUMNS`, then :data:`TOKEN_NOISE_COLUMNS` when the tokens carry noise."""
+    return PARTICLE_COLUMNS + (TOKEN_NOISE_COLUMNS if noise else ())
+
+
 #: Columns of a mesh run, in order (a ``both`` run starts with them).
 MESH_COLUMNS = _COMMON + ("G2_scheme", "int_G2_scheme", "n_clusters", "atom_mass", "mass", "rho_min", "rho_max", "dt_last")
 
@@ -185,27 +200,28 @@ def _token(c: Column) -> Column:
 _BY_NAME = {c.name: c for c in _QUANTITIES}
 
 #: Every registered column by name: the quantities, then the token columns of ``both`` runs.
-COLUMNS: dict[str, Column] = {**_BY_NAME, **{PARTICLE_PREFIX + k: _token(_BY_NAME[k]) for k in TOKEN_COLUMNS}}
+COLUMNS: dict[str, Column] = {**_BY_NAME, **{PARTICLE_PREFIX + k: _token(_BY_NAME[k]) for k in TOKEN_COLUMNS + TOKEN_NOISE_COLUMNS}}
 
 
 def solver_columns(solver: str, distances: str = "cheap", *, noise: bool = False) -> tuple[str, ...]:
     """The header of ``diagnostics.csv`` of a ``run.solver = solver`` run (``both``: with
-    ``output.distances = distances``; ``noise``: model.noise > 0, the mesh adds :data:`NOISE_COLUMNS`)."""
+    ``output.distances = distances``; ``noise``: model.noise > 0: the mesh adds :data:`NOISE_COLUMNS`, the tokens :data:`TOKEN_NOISE_COLUMNS`)."""
     mesh = MESH_COLUMNS + (NOISE_COLUMNS if noise else ())
     if solver == "particles":
-        return PARTICLE_COLUMNS
+        return particle_columns(noise)
     if solver == "mesh":
         return mesh
     if solver == "both":
         if distances not in DISTANCE_MODES:
             raise ValueError(f"output.distances: unknown setting {distances!r}; use {', '.join(repr(k) for k in DISTANCE_MODES)}")
-        return mesh + tuple(PARTICLE_PREFIX + k for k in TOKEN_COLUMNS) + DISTANCE_MODES[distances]
+        tokens = TOKEN_COLUMNS + (TOKEN_NOISE_COLUMNS if noise else ())
+        return mesh + tuple(PARTICLE_PREFIX + k for k in tokens) + DISTANCE_MODES[distances]
     raise ValueError(f"run.solver: unknown solver {solver!r}; use {', '.join(repr(s) for s in SOLVERS)}")
 
 
 def writers(name: str) -> tuple[str, ...]:
-    """The solvers that may write column ``name`` (empty for an unregistered name)."""
-    return tuple(s for s in SOLVERS if name in solver_columns(s, "all", noise=True))
+    """The solvers that may write column ``name`` (empty for an unregistered name; with or without token noise)."""
+    return tuple(s for s in SOLVERS if any(name in solver_columns(s, "all", noise=noise) for noise in (False, True)))
 
 
 def undefined_without_energy() -> frozenset:

@@ -323,7 +323,7 @@ def _particle_step(cfg: Config, path: WeightPath) -> float | None:
     from spherepde.solvers.particles import particle_step
 
     user = cfg.solver.dt if cfg.run.solver == "particles" and cfg.solver.dt else None
-    dt = particle_step(path, user, attention=cfg.model.attention)
+    dt = particle_step(path, user, attention=cfg.model.attention, noise=cfg.model.noise)
     _refuse_step_count(cfg, cfg.solver.T / dt, f"the token step {dt:.3g} (a token moves at most 0.2 rad per step)")
     return None if user is None and dt == path.dt else dt
 
@@ -357,7 +357,8 @@ def build_solver(cfg: Config, path: WeightPath, *, mesh=None):
         from spherepde.solvers.particles import ParticleSolver
 
         X0, w0 = build_token_start(cfg)
-        return ParticleSolver(X0, path, dt=_particle_step(cfg, path), integrator=cfg.integrator, weights=w0, attention=cfg.model.attention)
+        return ParticleSolver(X0, path, dt=_particle_step(cfg, path), integrator=cfg.integrator, weights=w0, attention=cfg.model.attention,
+                              noise=cfg.model.noise, noise_seed=cfg.initial.seed)
     from spherepde.solvers.mesh import MeshSolver
 
     mesh = mesh if mesh is not None else build_mesh(cfg)
@@ -373,7 +374,7 @@ def build_solver(cfg: Config, path: WeightPath, *, mesh=None):
         from spherepde.solvers.coupled import CoupledSolver
 
         return CoupledSolver(ms, cfg.initial.n, seed=cfg.initial.seed, distances=cfg.output.distances, distance_every=cfg.output.distance_every, t_end=cfg.solver.T,
-                             particle_dt=_particle_step(cfg, path), tokens=_file_tokens(cfg, mesh))
+                             particle_dt=_particle_step(cfg, path), tokens=_file_tokens(cfg, mesh), noise=cfg.model.noise)
     return ms
 
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 
-from spherepde.model.columns import DISTANCE_MODES, PARTICLE_PREFIX, TOKEN_COLUMNS
+from spherepde.model.columns import DISTANCE_MODES, TOKEN_NOISE_COLUMNS, PARTICLE_PREFIX, TOKEN_COLUMNS
 from spherepde.solvers.distances import SlicedW1, l1_to_particles, sample_from_density, wasserstein_sphere
 
 __all__ = ["CoupledSolver", "SLICED_PROJECTIONS"]
@@ -47,10 +47,12 @@ class CoupledSolver:
     distances : ``"cheap"`` (l1_hist, w1_sliced), ``"all"`` (also w1_exact) or ``"none"``.
     distance_every : compute the distances at every N-th record only (NaN in between).
     t_end : the run's final time (the distances are always computed there).
+    noise : token noise nu >= 0 of the tokens (their Brownian step, seeded by ``seed``:
+        :class:`~spherepde.solvers.particles.ParticleSolver`); with nu > 0 the rows add ``p_entropy``.
     """
 
     def __init__(self, mesh_solver, n: int, *, seed: int = 0, particle_integrator: str = "euler", distances: str = "cheap",
-                 distance_every: int = 1, t_end: float | None = None, particle_dt: float | None = None, tokens=None):
+                 distance_every: int = 1, t_end: float | None = None, particle_dt: float | None = None, tokens=None, noise: float = 0.0):
         from spherepde.solvers.particles import ParticleSolver
 
         if distances not in DISTANCE_MODES:
@@ -64,7 +66,8 @@ class CoupledSolver:
         else:
             X0 = tokens
         self.particle_solver = ParticleSolver(X0, mesh_solver.path, dt=particle_dt, integrator=particle_integrator,
-                                              attention=mesh_solver.attention)
+                                              attention=mesh_solver.attention, noise=noise, noise_seed=seed)
+        self.token_columns = TOKEN_COLUMNS + (TOKEN_NOISE_COLUMNS if noise > 0 else ())
         self.distances = distances
         self.distance_columns = DISTANCE_MODES[distances]
         self.distance_every = int(distance_every)
@@ -126,7 +129,7 @@ class CoupledSolver:
     def record(self) -> dict:
         row = dict(self.mesh_solver.record())
         prow = self.particle_solver.record()
-        for k in TOKEN_COLUMNS:
+        for k in self.token_columns:
             row[PARTICLE_PREFIX + k] = prow[k]
         due = self._distances_due()
         X, rho = self.particle_solver.X, self.mesh_solver.density()

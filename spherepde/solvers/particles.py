@@ -21,7 +21,10 @@ The solver step Delta t must be a whole multiple of the weight path's grid step,
 fraction of it (the path is linear between its grid points; a martingale increment is added
 at the step that starts on its grid point). A token moves at most ``Delta t * speed_bound(path)``
 per step (:func:`speed_bound`); :func:`particle_step` keeps that below ``MAX_DISPLACEMENT``
-radians, the particle analogue of the mesh's CFL bound. The attention sums are the Numba kernel :func:`spherepde.attention.attention_moments`
+radians, the particle analogue of the mesh's CFL bound. With token noise nu > 0 (``noise``) each step
+ends with a projected Brownian step (:mod:`spherepde.solvers.token_noise`: weak order 1, its own
+seeded stream), and the step also keeps the Brownian step's root-mean-square angle
+sqrt(2 nu (d - 1) dt) below MAX_DISPLACEMENT. The attention sums are the Numba kernel :func:`spherepde.attention.attention_moments`
 (a per-token gather).
 """
 
@@ -33,11 +36,13 @@ import math
 import numpy as np
 
 from spherepde.model.clusters import cluster_table, weighted_clusters
-from spherepde.model.columns import PARTICLE_COLUMNS
+from spherepde.model.columns import particle_columns
 from spherepde.model.energy import EnergyBalance, martingale_increment, mean_resultant_length, state_rates, weights_change
+from spherepde.model.entropy import token_entropy
 from spherepde.model.velocity import DEFAULT_ATTENTION, head_fields, is_normalised, velocity_from_fields
 from spherepde.model.weights import WeightPath
 from spherepde.solvers.integrators import get_stepper
+from spherepde.solvers.token_noise import STATE_KEY, brownian_step, noise_generator, noise_step_limit, pack_state, unpack_state
 
 __all__ = ["ParticleSolver", "initial_tokens", "sample_vmf", "stratified_vmf", "stratified_tokens", "vmf_counts", "GOLDEN_ANGLE", "speed_bound", "particle_step", "MAX_DISPLACEMENT"]
 
@@ -70,12 +75,16 @@ def speed_bound(path: WeightPath, attention: str = DEFAULT_ATTENTION) -> float:
     return float(np.max(np.mean(nv, axis=1)))
 
 
-def particle_step(path: WeightPath, dt: float | None = None, *, key: str = "solver.dt", attention: str = DEFAULT_ATTENTION) -> float:
+def particle_step(path: WeightPath, dt: float | None = None, *, key: str = "solver.dt", attention: str = DEFAULT_ATTENTION,
+                  noise: float = 0.0) -> float:
     """The particle step: ``dt`` when a token moves at most MAX_DISPLACEMENT radians per step,
     else ValueError naming the step to use; with ``dt`` None the path's grid step, or the
-    largest whole fraction of it that is stable (``attention``: the attention kind, :func:`speed_bound`)."""
+    largest whole fraction of it that is stable (``attention``: the attention kind, :func:`speed_bound`).
+    With token noise nu = ``noise`` > 0 the step also keeps the Brownian step's root-mean-square angle
+    sqrt(2 nu (d - 1) dt) at most MAX_DISPLACEMENT (:func:`~spherepde.solvers.token_noise.noise_step_limit`)."""
     vmax = speed_bound(path, attention)
-    limit = MAX_DISPLACEMENT / vmax if vmax > 0 else math.inf
+    nlimit = noise_step_limit(noise, path.d, MAX_DISPLACEMENT)
+    limit = min(MAX_DISPLACEMENT / vmax if vmax > 0 else math.inf, nlimit)
     m = max(1, math.ceil(path.dt / limit - 1e-12)) if math.isfinite(limit) else 1
     stable = path.dt / m if m > 1 else path.dt
     if dt is None:
@@ -84,6 +93,11 @@ def particle_step(path: WeightPath, dt: float | None = None, *, key: str = "solv
         raise ValueError(
             f"{key}: the particle step {dt:g} moves a token up to {dt * vmax:.3g} rad per step (|v| <= {vmax:.3g}), "
             f"more than {MAX_DISPLACEMENT:g}; use {key} = {stable:.6g} or smaller (or {key} = 0 to have it chosen)"
+        )
+    if dt > nlimit * (1 + 1e-12):
+        raise ValueError(
+            f"{key}: with model.noise = {noise:g} the particle step {dt:g} moves a token by {math.sqrt(2 * noise * (path.d - 1) * dt):.3g} rad "
+            f"(root mean square) per step, more than {MAX_DISPLACEMENT:g}; use {key} = {stable:.6g} or smaller (or {key} = 0 to have it chosen)"
         )
     return float(dt)
 
@@ -292,10 +306,15 @@ class ParticleSolver:
     cluster_radius : chordal linkage radius of the recorded cluster count.
     attention : ``"softmax"`` (default) or ``"unnormalised"`` (:data:`~spherepde.model.velocity.ATTENTION_KINDS`):
         a_h = V_h Y_h / Z_h or V_h Y_h; for gradient heads it also sets the mobility of G2.
+    noise : token noise nu >= 0 (``model.noise``): after the deterministic step, the projected Brownian
+        step x <- (x + sqrt(2 nu dt) P_x xi)/|.| (:func:`~spherepde.solvers.token_noise.brownian_step`,
+        weak order 1); with nu > 0 the rows add the ``entropy`` column (:func:`~spherepde.model.entropy.token_entropy`).
+    noise_seed : seeds the noise (:func:`~spherepde.solvers.token_noise.noise_generator`: the first child of
+        ``SeedSequence(noise_seed)``; runs pass ``initial.seed``). Unused with nu = 0 (nothing is drawn).
     """
 
     def __init__(self, X0, path: WeightPath, *, dt: float | None = None, integrator: str = "euler", weights=None, cluster_radius: float = 0.1,
-                 attention: str = DEFAULT_ATTENTION):
+                 attention: str = DEFAULT_ATTENTION, noise: float = 0.0, noise_seed: int = 0):
         X0 = np.asarray(X0, dtype=float)
         if X0.ndim != 2 or X0.shape[1] != path.d:
             raise ValueError(f"tokens have shape {X0.shape}, but the weight path has d = {path.d}; expected (n, {path.d})")
@@ -320,6 +339,11 @@ class ParticleSolver:
             raise ValueError("token weights must be (n,) non-negative and sum to 1")
         self.integrator = self.stepper.name
         self.cluster_radius = cluster_radius
+        self.noise = float(noise)
+        if not (math.isfinite(self.noise) and self.noise >= 0):
+            raise ValueError(f"token noise must be a finite number >= 0, got {noise!r} (model.noise)")
+        self._rng = noise_generator(noise_seed) if self.noise > 0 else None
+        self.columns = particle_columns(self.noise > 0)
         self.X = _normalise(X0)
         self.step_count = 0
         self.balance = EnergyBalance(sign=path.sign)
@@ -363,6 +387,8 @@ class ParticleSolver:
             elif k is not None and k < self.path.K:  # a fraction of the grid step: the increment at its left end (Ito)
                 self.balance.add_martingale(martingale_increment(X, self.w, ev["fields"], self.path.dM[k]))
         Xn, evals, weights = self.stepper.token_step(X, t, dt, ev, self._evaluate, _normalise)
+        if self._rng is not None:  # Lie splitting: the Brownian part after the deterministic step
+            Xn = brownian_step(Xn, math.sqrt(2.0 * self.noise * dt), self._rng)
         if not np.all(np.isfinite(Xn)):
             raise FloatingPointError(f"tokens became non-finite at t = {t + dt:.6g} (step {self.step_count + 1}); reduce dt")
         ev1 = None
@@ -380,8 +406,10 @@ class ParticleSolver:
     @property
     def may_be_nan(self) -> frozenset:
         """Columns NaN by design: the split of the energy balance after a resume from a checkpoint
-        written before it was kept (:meth:`~spherepde.model.energy.EnergyBalance.unknown_columns`)."""
-        return self.balance.unknown_columns()
+        written before it was kept (:meth:`~spherepde.model.energy.EnergyBalance.unknown_columns`); ``entropy``
+        of fewer than two tokens of positive weight (no leave-one-out estimate)."""
+        few = self.noise > 0 and np.count_nonzero(self.w > 0) < 2
+        return self.balance.unknown_columns() | (frozenset({"entropy"}) if few else frozenset())
 
     def step_hint(self) -> float | None:
         """None: token steps are fixed (``dt``)."""
@@ -401,8 +429,10 @@ class ParticleSolver:
         """The token step when it is a fraction of the weight grid step (and why)."""
         if self.split <= 1:
             return []
+        why = (f" (its Brownian step alone {math.sqrt(2 * self.noise * (self.path.d - 1) * self.path.dt):.3g} rad root mean square, "
+               f"model.noise = {self.noise:g})" if self.path.dt > noise_step_limit(self.noise, self.path.d, MAX_DISPLACEMENT) else "")
         return [f"token step {self.dt:.6g} = weights.dt / {self.split}: with the step weights.dt = {self.path.dt:g} "
-                f"a token could move more than {MAX_DISPLACEMENT:g} rad"]
+                f"a token could move more than {MAX_DISPLACEMENT:g} rad" + why]
 
     def advance(self, t_stop: float, *, should_stop=None) -> bool:
         """Step until t = t_stop (which must lie on the solver's time grid); returns True there.
@@ -423,14 +453,16 @@ class ParticleSolver:
     # -------------------------------------------------------------------- recording
     def record(self) -> dict:
         """The diagnostics row at the current state (docs/model.md §3; the columns
-        :data:`spherepde.model.columns.PARTICLE_COLUMNS`)."""
+        :data:`spherepde.model.columns.PARTICLE_COLUMNS`, with ``entropy`` when nu > 0)."""
         row = {"t": self.t, "step": self.step_count}
         ev = self._current()
         row.update(self.balance.columns(ev["rates"] if self.path.is_gradient else None))
         row["mean_resultant"] = mean_resultant_length(self.X, self.w)
         row["speed_rms"] = float(np.sqrt(np.sum(self.w * np.sum(ev["v"] ** 2, axis=1))))
         row["n_clusters"] = len(weighted_clusters(self.X, self.w, self.cluster_radius)[1])
-        return {k: row[k] for k in PARTICLE_COLUMNS}
+        if self.noise > 0:
+            row["entropy"] = token_entropy(self.X, self.w)
+        return {k: row[k] for k in self.columns}
 
     def snapshot(self) -> dict:
         """Token positions ``X`` (n, d) and the cluster table ``clusters`` (mass, centre;
@@ -441,12 +473,18 @@ class ParticleSolver:
     def get_state(self) -> dict:
         st = {"X": self.X.copy(), "step_count": self.step_count}
         st.update({"balance_" + k: (np.nan if v is None else v) for k, v in self.balance.state().items()})
+        if self._rng is not None:
+            st[STATE_KEY] = pack_state(self._rng)
         return st
 
     def set_state(self, st: dict) -> None:
         X = np.asarray(st["X"], float)
         if X.shape != self.X.shape:
             raise ValueError(f"checkpoint tokens have shape {X.shape}, expected {self.X.shape}")
+        if self._rng is not None:
+            if STATE_KEY not in st:
+                raise ValueError(f"the checkpoint holds no token noise state ({STATE_KEY}), but the run has model.noise = {self.noise:g}")
+            unpack_state(self._rng, st[STATE_KEY])
         self.X = X.copy()
         self.step_count = int(st["step_count"])
         self.balance.restore({k: float(st["balance_" + k]) for k in self.balance.state() if "balance_" + k in st})

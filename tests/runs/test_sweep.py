@@ -181,11 +181,14 @@ def test_any_registered_column_is_an_analysis_target(tmp_path):
         (particles + 'y = "p_G2"\n', "'p_G2' is not written by run.solver = 'particles'"),
         (both + 'y = "w1_exact"\n', "[analysis] y: 'w1_exact' is not written with output.distances = 'cheap'; it needs run.solver = 'both' with output.distances = 'all'"),
         (both + 'y = "t"\n', "[analysis] y: 't' is not a diagnostics column"),
+        (particles + 'y = "entropy"\n', "[analysis] y: 'entropy' is written only by runs whose tokens carry noise; it needs model.noise > 0"),
     ):
         with pytest.raises(SweepError) as info:
             load_sweep(write_inputs(tmp_path, text))
         assert message in str(info.value) and "\n" not in str(info.value)
     assert load_sweep(write_inputs(tmp_path, both.replace('[grid]', '"output.distances" = "all"\n[grid]') + 'y = "w1_exact"\n')).analysis["y"] == "w1_exact"
+    noisy = particles.replace("[grid]", '[set]\n"model.noise" = 0.1\n[grid]')
+    assert load_sweep(write_inputs(tmp_path, noisy + 'y = "entropy"\n')).analysis["y"] == "entropy"
     from spherepde.runs.sweep.analysis import axis_label
 
     assert (axis_label("G2"), axis_label("p_G2"), axis_label("w1_sliced")) == ("G²", "G² of the tokens", "w1_sliced (rad)")
