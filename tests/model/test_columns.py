@@ -65,7 +65,7 @@ def test_every_registered_column_is_written_by_a_solver():
     assert all(writers(c) for c in COLUMNS) and not writers("w_sphere")
     assert writers("w1_sliced") == ("both",) and writers("p_G2") == ("both",) and writers("speed_rms") == ("particles",)
     assert writers("n_clusters") == SOLVERS and writers("rho_min") == ("mesh", "both")
-    assert writers("entropy") == ("particles",) and writers("p_entropy") == ("both",)  # tokens with noise (model.noise > 0)
+    assert writers("entropy") == SOLVERS and writers("p_entropy") == ("both",)  # with noise (model.noise > 0)
     assert solver_columns("particles", noise=True) == solver_columns("particles") + ("entropy",)
     for s in SOLVERS:
         cols = solver_columns(s, "all")

@@ -104,8 +104,6 @@ def test_noise_changes_the_tokens_and_zero_noise_draws_nothing(tmp_path):
 @pytest.mark.parametrize(
     "overrides, words",
     [
-        ({"run.solver": "mesh"}, "the density level (run.solver = 'mesh') has no noise yet; use run.solver = 'particles'"),
-        ({"run.solver": "both"}, "the density level (run.solver = 'both') has no noise yet"),
         ({"run.solver": "mesh", "solver.integrator": "implicit", "solver.atoms": True}, "point masses and token noise do not mix"),
     ],
 )
@@ -115,7 +113,8 @@ def test_noise_refused_where_it_is_not_carried(overrides, words):
 
 
 def test_noise_refusal_is_one_cli_line(tmp_path, capsys):
-    code, _, err = cli(capsys, "run", "--set", "run.solver=mesh", "--set", "model.noise=0.1", "--out", tmp_path / "x")
+    code, _, err = cli(capsys, "run", "--set", "run.solver=mesh", "--set", "model.noise=0.1", "--set", "solver.integrator=implicit",
+                       "--set", "solver.atoms=true", "--out", tmp_path / "x")
     assert code == 2 and "model.noise" in one_line_error(err) and not (tmp_path / "x").exists()
     code, _, err = cli(capsys, "run", "--set", "run.solver=particles", "--set", "model.noise=-1", "--out", tmp_path / "y")
     assert code == 2 and "model.noise" in one_line_error(err)

@@ -339,14 +339,13 @@ def test_diffusion_coefficients_order_2_are_central():
 
 
 # ------------------------------------------------------------------ the config
-def test_config_accepts_noise_for_mesh_runs_only():
+def test_config_accepts_noise_for_every_solver_but_not_point_masses():
     from spherepde.runs.config import ConfigError, default_config
 
     cfg = default_config().with_overrides({"run.solver": "mesh", "model.noise": 0.2})
     assert cfg.model.noise == 0.2
     for solver in ("particles", "both"):
-        with pytest.raises(ConfigError, match=r"model.noise: .*not available yet for the tokens.*run.solver = 'mesh'"):
-            default_config().with_overrides({"run.solver": solver, "model.noise": 0.2})
+        assert default_config().with_overrides({"run.solver": solver, "model.noise": 0.2}).model.noise == 0.2
     with pytest.raises(ConfigError, match="point masses and token noise"):
         default_config().with_overrides({"run.solver": "mesh", "model.noise": 0.2, "solver.integrator": "implicit", "solver.atoms": True})
     with pytest.raises(ConfigError, match="model.noise"):

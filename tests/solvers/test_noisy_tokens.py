@@ -244,7 +244,7 @@ def test_entropy_distinguishes_concentrations():
 def test_coupled_tokens_take_the_noise_and_record_p_entropy():
     """CoupledSolver(noise=nu): its tokens take the Brownian step of the stream of ``seed`` (the same
     tokens as a ParticleSolver from its start, to round-off), and rows add p_entropy in the registry's order.
-    (Runs refuse 'both' with noise until the density level carries it.)"""
+    """
     import spherepde as sp
     from spherepde import densities
     from spherepde.model.columns import solver_columns
@@ -252,7 +252,7 @@ def test_coupled_tokens_take_the_noise_and_record_p_entropy():
 
     path = sp.generate_weight_path(sp.OUProcess(), H=1, d=3, T=0.02, dt=0.01, seed=3)
     mesh = sp.icosphere(2)
-    cs = CoupledSolver(sp.MeshSolver(mesh, densities.octahedral(mesh), path), 30, seed=4, noise=0.2)
+    cs = CoupledSolver(sp.MeshSolver(mesh, densities.octahedral(mesh), path, noise=0.2), 30, seed=4, noise=0.2)
     alone = ParticleSolver(cs.particle_solver.X.copy(), path, noise=0.2, noise_seed=4)
     cs.advance(0.02)
     alone.advance(0.02)

@@ -277,7 +277,7 @@ def _check_analysis(table, axes: dict, where: str = "[analysis]") -> dict:
 
 def _not_written(y: str, cfg: Config) -> str:
     """Why the runs of ``cfg`` have no column ``y`` (one line, with what would write it)."""
-    if cfg.run.solver in writers(y) and y in set(solver_columns(cfg.run.solver, cfg.output.distances, True)) - set(solver_columns(cfg.run.solver, cfg.output.distances)):
+    if cfg.run.solver in writers(y) and y in set(solver_columns(cfg.run.solver, cfg.output.distances, noise=True)) - set(solver_columns(cfg.run.solver, cfg.output.distances)):
         return f"[analysis] y: {y!r} is written only by runs whose tokens carry noise; it needs model.noise > 0"
     if cfg.run.solver == "both" and y in COLUMNS and "both" in writers(y):
         how = "run.solver = 'both' with output.distances = 'all'" if y == "w1_exact" else "run.solver = 'both' with output.distances = 'cheap' or 'all'"
