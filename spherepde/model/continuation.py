@@ -27,9 +27,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from spherepde.model.stationary import (
-    ReducedGrid, SteadyProblem, SteadyState, _jacobian_T, critical_beta, critical_nu, seeded, self_consistent_map, solve_stable, uniform,
-)
+from spherepde.model import stationary as st
+from spherepde.model.stationary import ReducedGrid, SteadyProblem, SteadyState
 
 __all__ = ["Branch", "Fold", "PARAMETERS", "Sweep", "sweep", "threshold", "trace_branch"]
 
@@ -42,8 +41,8 @@ def threshold(p: SteadyProblem, param: str, mode: int = 1) -> float:
     if p.s < 0:
         return math.nan
     if param == "nu":
-        return critical_nu(p.beta, p.attention, p.d, mode)
-    return critical_beta(p.nu, p.attention, p.d, mode)
+        return st.critical_nu(p.beta, p.attention, p.d, mode)
+    return st.critical_beta(p.nu, p.attention, p.d, mode)
 
 
 @dataclass(frozen=True)
@@ -64,12 +63,12 @@ def sweep(p: SteadyProblem, param: str, values, *, grid: ReducedGrid | None = No
     """Follow the stable state through ``values`` of ``param`` in the order given (module docstring)."""
     grid = grid or ReducedGrid(p.d)
     values = np.asarray(values, dtype=np.float64)
-    rho = uniform(grid) if start is None else np.asarray(start, dtype=np.float64)
+    rho = st.uniform(grid) if start is None else np.asarray(start, dtype=np.float64)
     states = []
     for v in values:
-        st = solve_stable(grid, p.with_(**{param: float(v)}), seeded(grid, rho, mode, seed), mode=mode)
-        states.append(st)
-        rho = st.rho
+        state = st.solve_stable(grid, p.with_(**{param: float(v)}), st.seeded(grid, rho, mode, seed), mode=mode)
+        states.append(state)
+        rho = state.rho
     direction = "up" if values.size < 2 or values[-1] >= values[0] else "down"
     return Sweep(param, direction, values, tuple(states))
 
@@ -92,6 +91,7 @@ class Branch:
     order: np.ndarray
     stable: np.ndarray
     converged: bool
+    residual: np.ndarray
     folds: tuple[Fold, ...] = field(default=())
 
     @property
@@ -103,7 +103,7 @@ class Branch:
 
 
 def _F(grid: ReducedGrid, p: SteadyProblem, m):
-    return m - self_consistent_map(grid, p, m / grid.measure) * grid.measure
+    return m - st.self_consistent_map(grid, p, m / grid.measure) * grid.measure
 
 
 def _dF_dmu(grid, p, param, m, lam, h=1e-6):
@@ -114,7 +114,7 @@ def _dF_dmu(grid, p, param, m, lam, h=1e-6):
 
 def _jac(grid, p, param, m, lam):
     """dF/dm (n, n) and dF/dmu (n,) at (m, lam) (m = rho |S|: dT/drho is the same matrix in m)."""
-    _, J = _jacobian_T(grid, p.with_(**{param: lam}), m / grid.measure)
+    _, J = st.map_jacobian(grid, p.with_(**{param: lam}), m / grid.measure)
     return np.eye(grid.n) - J, _dF_dmu(grid, p, param, m, lam)
 
 
@@ -169,13 +169,13 @@ def trace_branch(p: SteadyProblem, param: str, lo: float, hi: float, *, grid: Re
     lam_c = threshold(p, param, mode)
     empty = np.zeros(0)
     if not math.isfinite(lam_c):
-        return Branch(param, lam_c, empty, empty, np.zeros(0, bool), True)
+        return Branch(param, lam_c, empty, empty, np.zeros(0, bool), True, empty)
     n, omega = grid.n, grid.weights / grid.measure
     phi = grid.mode_function(mode)
     phi = phi - np.sum(omega * phi)
     t = np.append(phi / math.sqrt(np.sum(omega * phi**2)), 0.0)
     y = np.append(np.ones(n), math.log(lam_c))
-    vals, orders, stab, mus = [lam_c], [0.0], [False], [0.0]
+    vals, orders, stab, mus, res = [lam_c], [0.0], [False], [0.0], [0.0]
     converged, steps = True, 0
     while steps < max_steps:
         y_new, its = _correct(grid, p, param, y + ds * t, t, omega)
@@ -191,11 +191,12 @@ def trace_branch(p: SteadyProblem, param: str, lo: float, hi: float, *, grid: Re
         lam = math.exp(y[n])
         q = p.with_(**{param: lam})
         rho = y[:n] / grid.measure
-        _, J = _jacobian_T(grid, q, rho)
+        _, J = st.map_jacobian(grid, q, rho)
         vals.append(lam)
         orders.append(grid.order(rho, mode))
         stab.append(float(np.max(np.linalg.eigvals(J).real)) < 1.0 - 1e-9)
         mus.append(t[n])
+        res.append(st.residual(grid, q, rho))
         if its <= 4:
             ds = min(1.5 * ds, ds_max)
         if not (lo / 1.1 <= lam <= hi * 1.1) or orders[-1] > r_max:
@@ -208,4 +209,4 @@ def trace_branch(p: SteadyProblem, param: str, lo: float, hi: float, *, grid: Re
             fold = _refine_fold(values, order, j)
             if lo <= fold.value <= hi:
                 folds.append(fold)
-    return Branch(param, lam_c, values, order, np.array(stab), converged, tuple(folds))
+    return Branch(param, lam_c, values, order, np.array(stab), converged, np.array(res), tuple(folds))

@@ -48,8 +48,12 @@ from spherepde.model.velocity import is_normalised
 
 __all__ = [
     "MeshGrid", "ReducedGrid", "SteadyProblem", "SteadyState", "critical_beta", "critical_nu", "published_threshold",
-    "residual", "self_consistent_map", "solve_fixed_point", "solve_newton", "solve_stable", "tricritical_beta", "uniform",
+    "map_jacobian", "residual", "seeded", "self_consistent_map", "solve_fixed_point", "solve_newton", "solve_stable", "tricritical_beta", "uniform",
 ]
+
+#: :func:`solve_stable` accepts a state whose largest eigenvalue of dT/drho is below 1 + MARGINAL (marginal
+#: stability at a threshold, where fixed-point iteration would converge only algebraically)
+MARGINAL = 1e-8
 
 #: geometry names and their ambient dimension
 GEOMETRY_D = {"sphere": 3, "circle": 2}
@@ -279,7 +283,7 @@ class SteadyState:
         return bool(self.stability < 1.0 - 1e-9)
 
 
-def _jacobian_T(grid: ReducedGrid, p: SteadyProblem, rho):
+def map_jacobian(grid: ReducedGrid, p: SteadyProblem, rho):
     """T(rho) and dT/drho (n, n) on the reduction: (diag T - T (W T)^T) diag(dq/dZ) K diag(W)."""
     q, dq = _exponent(grid, p, rho)
     e = np.exp(q - q.max())
@@ -292,7 +296,7 @@ def _jacobian_T(grid: ReducedGrid, p: SteadyProblem, rho):
 
 def stability(grid: ReducedGrid, p: SteadyProblem, rho) -> float:
     """Largest real part of the eigenvalues of dT/drho at ``rho`` (< 1: linearly stable)."""
-    _, J = _jacobian_T(grid, p, rho)
+    _, J = map_jacobian(grid, p, rho)
     return float(np.max(np.linalg.eigvals(J).real))
 
 
@@ -307,7 +311,7 @@ def solve_newton(grid: ReducedGrid, p: SteadyProblem, start, *, tol: float = 1e-
     rho /= np.sum(grid.weights * rho)
     converged, its = False, 0
     for its in range(1, maxiter + 1):
-        T, J = _jacobian_T(grid, p, rho)
+        T, J = map_jacobian(grid, p, rho)
         F = rho - T
         norm = np.max(np.abs(F)) / np.max(rho)
         if norm < tol:
@@ -355,13 +359,19 @@ def seeded(grid, rho, mode: int = 1, amplitude: float = 1e-3, sign: int = 1) -> 
     return out / np.sum(grid.weights * out)
 
 
-def solve_stable(grid: ReducedGrid, p: SteadyProblem, start, *, mode: int = 1, tol: float = 1e-11, maxiter: int = 40000) -> SteadyState:
-    """The linearly stable state reached from ``start`` (what the noisy dynamics would settle on): Newton
-    from ``start``; if that state is unstable or Newton fails, damped fixed-point iteration (which only
+def solve_stable(grid: ReducedGrid, p: SteadyProblem, start, *, mode: int = 1, tol: float = 1e-11, maxiter: int = 20000) -> SteadyState:
+    """The linearly stable state reached from ``start`` (what the noisy dynamics would settle on): the
+    uniform state if ``start`` is within 5 % of it and it is stable; else Newton from ``start``; if that state is unstable or Newton fails, damped fixed-point iteration (which only
     converges to stable states) from it, pushed off the unstable state, with Newton polishing every 200
-    iterations once it lands in a stable state's basin."""
+    iterations once it lands in a stable state's basin. A state whose largest eigenvalue exceeds 1 by less
+    than :data:`MARGINAL` (the uniform state exactly at the threshold) counts as stable."""
+    u = uniform(grid)
+    if np.max(np.abs(np.asarray(start) / u - 1.0)) < 0.05:  # near the uniform state: it attracts if it is (marginally) stable
+        ust = _state(grid, p, u, True, 0, mode, stability(grid, p, u))
+        if ust.stability < 1.0 + MARGINAL:
+            return ust
     st = solve_newton(grid, p, start, tol=tol, mode=mode)
-    if st.converged and st.stable:
+    if st.converged and st.stability < 1.0 + MARGINAL:
         return st
     rho = seeded(grid, st.rho, mode, 1e-2) if st.converged else np.array(start, dtype=np.float64)
     done = 0
