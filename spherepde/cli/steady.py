@@ -6,7 +6,7 @@
 
 Sweeps the stable state down and up through the range (hysteresis), traces the nonuniform branch
 from the linear threshold by pseudo-arclength continuation (folds), and writes ``steady.csv``,
-``steady.png`` and ``summary.json`` into a new folder (an existing one is refused). Exit status 0,
+``steady.png`` and ``steady.json`` into a new folder (an existing one is refused). Exit status 0,
 or 2 for bad input (one line, nothing written).
 """
 
@@ -119,7 +119,7 @@ def cmd_steady(args) -> int:
         summary["tricritical_beta"] = tricritical_beta(p.d)
         if args.vary == "nu":
             summary["published_threshold"] = published_threshold(p.beta, p.d)
-    atomic_write_text(out / "summary.json", json.dumps(summary, indent=2) + "\n")
+    atomic_write_text(out / "steady.json", json.dumps(summary, indent=2) + "\n")
     from spherepde.viz.steady import plot_steady
 
     fixed = f"β = {p.beta:g}" if args.vary == "nu" else f"ν = {p.nu:g}"
@@ -142,18 +142,19 @@ def cmd_steady(args) -> int:
             print(f"{sw.direction} sweep jumps between {sym} = {a:.6g} and {b:.6g}")
     if not summary["converged"]:
         print("warning: some states did not converge (see the 'converged' column)")
-    print(f"wrote {out / 'steady.csv'}, {out / 'steady.png'}, {out / 'summary.json'}")
+    print(f"wrote {out / 'steady.csv'}, {out / 'steady.png'}, {out / 'steady.json'}")
     return 0
 
 
 def register(sub, common) -> None:
     from spherepde.model.stationary import GEOMETRY_D
+    from spherepde.model.velocity import ATTENTION_KINDS
 
     s = sub.add_parser("steady", help="stationary states of the noisy model with one frozen head, continued in nu or beta (hysteresis, folds)",
                        description="Stationary densities of d_t rho + div(rho v) = nu Delta rho with one frozen gradient head D = beta I, from the "
                                    "self-consistency equation, followed up and down in nu or beta (docs/guide/noise.md).")
     s.add_argument("--geometry", choices=sorted(GEOMETRY_D), default="sphere", help="S^2 (sphere) or S^1 (circle); default sphere")
-    s.add_argument("--attention", choices=("softmax", "unnormalised"), default="softmax", help="attention kind; default softmax")
+    s.add_argument("--attention", choices=ATTENTION_KINDS.names(aliases=True), default="softmax", help="attention kind; default softmax")
     s.add_argument("--s", type=int, choices=(1, -1), default=1, help="sign of the head: +1 clustering (default), -1 repulsive")
     s.add_argument("--vary", choices=("nu", "beta"), default="nu", help="the parameter to continue in; default nu")
     s.add_argument("--beta", type=float, default=4.0, help="beta when nu varies (default 4)")
