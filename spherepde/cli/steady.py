@@ -59,13 +59,13 @@ def _rows(sweeps, branch):
         yield (float(v), float(r), "branch", True, float(res), bool(s))
 
 
-def _jumps(sw):
-    """Parameter values between which the sweep's order parameter jumps by more than 0.2."""
-    out = []
-    for k in range(1, len(sw.states)):
-        if abs(sw.states[k].order - sw.states[k - 1].order) > 0.2:
-            out.append((float(sw.values[k - 1]), float(sw.values[k])))
-    return out
+def _hysteresis(sweeps, tol: float = 1e-3):
+    """[lowest, highest] parameter value where the two sweeps' stable states differ (order parameters more
+    than ``tol`` apart at the same value), or None: both directions saw the same states."""
+    a, b = sweeps
+    rb = {float(v): st.order for v, st in zip(b.values, b.states, strict=True)}
+    differ = [float(v) for v, st in zip(a.values, a.states, strict=True) if float(v) in rb and abs(st.order - rb[float(v)]) > tol]
+    return [min(differ), max(differ)] if differ else None
 
 
 def cmd_steady(args) -> int:
@@ -112,7 +112,7 @@ def cmd_steady(args) -> int:
         "range": [lo, hi], "points": args.points, "nodes": args.nodes,
         "threshold": lam_c if math.isfinite(lam_c) else None, "transition": branch.transition,
         "folds": [{"value": f.value, "order": f.order} for f in branch.folds],
-        "jumps": {sw.direction: _jumps(sw) for sw in sweeps},
+        "hysteresis": _hysteresis(sweeps),
         "converged": all(st.converged for sw in sweeps for st in sw.states) and branch.converged,
     }
     if not p.normalised and args.mode == 1:
@@ -137,9 +137,11 @@ def cmd_steady(args) -> int:
     print(f"transition: {branch.transition}" + ("" if branch.folds else (" (no fold in the range)" if branch.values.size else "")))
     for f in branch.folds:
         print(f"fold: {sym} = {f.value:.6g} (order parameter {f.order:.4g})")
-    for sw in sweeps:
-        for a, b in summary["jumps"][sw.direction]:
-            print(f"{sw.direction} sweep jumps between {sym} = {a:.6g} and {b:.6g}")
+    if summary["hysteresis"]:
+        a, b = summary["hysteresis"]
+        print(f"hysteresis: the up and down sweeps settle on different states for {sym} from {a:.6g} to {b:.6g}")
+    else:
+        print("hysteresis: none (both sweeps settle on the same states)")
     if not summary["converged"]:
         print("warning: some states did not converge (see the 'converged' column)")
     print(f"wrote {out / 'steady.csv'}, {out / 'steady.png'}, {out / 'steady.json'}")

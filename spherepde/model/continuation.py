@@ -194,7 +194,7 @@ def trace_branch(p: SteadyProblem, param: str, lo: float, hi: float, *, grid: Re
         _, J = st.map_jacobian(grid, q, rho)
         vals.append(lam)
         orders.append(grid.order(rho, mode))
-        stab.append(float(np.max(np.linalg.eigvals(J).real)) < 1.0 - 1e-9)
+        stab.append(float(np.max(np.linalg.eigvals(J).real)) < 1.0 + st.MARGINAL)
         mus.append(t[n])
         res.append(st.residual(grid, q, rho))
         if its <= 4:

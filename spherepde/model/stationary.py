@@ -280,7 +280,8 @@ class SteadyState:
 
     @property
     def stable(self) -> bool:
-        return bool(self.stability < 1.0 - 1e-9)
+        """Linearly stable, marginal stability (within :data:`MARGINAL`) included."""
+        return bool(self.stability < 1.0 + MARGINAL)
 
 
 def map_jacobian(grid: ReducedGrid, p: SteadyProblem, rho):
@@ -378,10 +379,10 @@ def solve_stable(grid: ReducedGrid, p: SteadyProblem, start, *, mode: int = 1, t
     while done < maxiter:
         fp = solve_fixed_point(grid, p, rho, tol=tol, maxiter=200, mode=mode)
         done += fp.iterations
-        if fp.converged and fp.stable:
+        if fp.converged and fp.stability < 1.0 - MARGINAL:
             return replace(fp, iterations=st.iterations + done)
         polish = solve_newton(grid, p, fp.rho, tol=tol, mode=mode)
-        if polish.converged and polish.stable and abs(polish.order - fp.order) < 0.05 + 10 * fp.residual:
+        if polish.converged and polish.stability < 1.0 - MARGINAL and abs(polish.order - fp.order) < 0.05 + 10 * fp.residual:
             return replace(polish, iterations=st.iterations + done + polish.iterations)
         rho = fp.rho
     return replace(fp, iterations=st.iterations + done, converged=False)

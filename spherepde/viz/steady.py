@@ -32,7 +32,8 @@ def plot_steady(sweeps, branch, *, title: str = "", mode: int = 1):
             ok = bool(s[k] and s[k - 1])
             ax.plot(v[k - 1:k + 1], r[k - 1:k + 1], color="0.35", linewidth=1.2, linestyle="-" if ok else "--")
         ax.plot([], [], color="0.35", linestyle="-", label="branch (stable)")
-        ax.plot([], [], color="0.35", linestyle="--", label="branch (unstable)")
+        if not np.all(s[1:]):
+            ax.plot([], [], color="0.35", linestyle="--", label="branch (unstable)")
         for j, f in enumerate(branch.folds):
             ax.plot([f.value], [f.order], "x", color="tab:green", markersize=10, markeredgewidth=2, label="fold" if j == 0 else None)
     if branch is not None and math.isfinite(branch.threshold):

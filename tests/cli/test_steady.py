@@ -31,6 +31,8 @@ def test_steady_writes_csv_figure_and_summary_with_the_fold(capsys, tmp_path):
     assert summary["threshold"] == pytest.approx(nu_c) and summary["published_threshold"] == pytest.approx(nu_c)
     (fold,) = summary["folds"]
     assert nu_c < fold["value"] < 1.5 * nu_c
+    lo, hi = summary["hysteresis"]
+    assert nu_c <= lo < hi < fold["value"] and "hysteresis: the up and down sweeps settle on different states" in stdout
     # hysteresis: at the grid point between threshold and fold the up sweep is clustered, the down sweep uniform
     mid = [float(r["nu"]) for r in by["down"] if nu_c < float(r["nu"]) < fold["value"]]
     assert mid
@@ -42,7 +44,7 @@ def test_steady_in_beta_on_the_circle_continuous(capsys, tmp_path):
     out = tmp_path / "circle"
     code, stdout, err = cli(capsys, "steady", "--geometry", "circle", "--vary", "beta", "--nu", "0.5", *SMALL, "--out", out)
     assert code == 0, err
-    assert "beta_c = " in stdout and "transition: continuous (no fold in the range)" in stdout
+    assert "beta_c = " in stdout and "transition: continuous (no fold in the range)" in stdout and "hysteresis: none" in stdout
     rows = list(csv.DictReader((out / "steady.csv").open()))
     assert "beta" in rows[0]
     up = [r for r in rows if r["direction"] == "up"]
