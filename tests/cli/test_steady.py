@@ -91,3 +91,27 @@ def test_existing_folder_is_never_overwritten(capsys, tmp_path):
     code, _, err = cli(capsys, "steady", *SMALL, "--out", out)
     assert code == 2 and "already exists" in one_line_error(err)
     assert [p.name for p in out.iterdir()] == ["keep.txt"] and (out / "keep.txt").read_text() == "mine"
+
+
+def _console_blocks(text: str):
+    """(command arguments, printed lines) of every ```console block of a guide page."""
+    import re
+    import shlex
+
+    for block in re.findall(r"```console\n(.*?)```", text, re.S):
+        lines = block.strip().splitlines()
+        assert lines[0].startswith("$ spherepde ")
+        yield shlex.split(lines[0][len("$ spherepde "):]), lines[1:]
+
+
+def test_guide_examples_print_what_the_guide_shows(capsys, tmp_path, monkeypatch):
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "guide" / "noise.md").read_text(encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    blocks = list(_console_blocks(text))
+    assert len(blocks) == 2
+    for args, shown in blocks:
+        code, stdout, err = cli(capsys, *args)
+        assert code == 0, err
+        assert stdout.strip().splitlines() == shown
