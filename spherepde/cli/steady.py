@@ -62,6 +62,8 @@ def _rows(sweeps, branch):
 def _hysteresis(sweeps, tol: float = 1e-3):
     """[lowest, highest] parameter value where the two sweeps' stable states differ (order parameters more
     than ``tol`` apart at the same value), or None: both directions saw the same states."""
+    if len(sweeps) != 2:
+        return None
     a, b = sweeps
     rb = {float(v): st.order for v, st in zip(b.values, b.states, strict=True)}
     differ = [float(v) for v, st in zip(a.values, a.states, strict=True) if float(v) in rb and abs(st.order - rb[float(v)]) > tol]
@@ -94,12 +96,12 @@ def cmd_steady(args) -> int:
         lo, hi = args.range
     grid = ReducedGrid(p.d, args.nodes)
     values = np.linspace(lo, hi, args.points)
-    down = cont.sweep(p, args.vary, values[::-1], grid=grid, mode=args.mode)
-    up = cont.sweep(p, args.vary, values, grid=grid, mode=args.mode, start=down.states[-1].rho)
-    if args.vary == "beta":  # beta drives the clustering up: the sweep into the clustered side is "up"
-        sweeps = (up, down)
-    else:
-        sweeps = (down, up)
+    if args.mode == 1:
+        down = cont.sweep(p, args.vary, values[::-1], grid=grid)
+        up = cont.sweep(p, args.vary, values, grid=grid, start=down.states[-1].rho)
+        sweeps = (up, down) if args.vary == "beta" else (down, up)  # the sweep into the clustered side first
+    else:  # the stable states are the mode-1 ones: only the degree-l branch is traced
+        sweeps = ()
     branch = cont.trace_branch(p, args.vary, lo, hi, grid=grid, mode=args.mode)
 
     out.mkdir(parents=True)
@@ -137,7 +139,9 @@ def cmd_steady(args) -> int:
     print(f"transition: {branch.transition}" + ("" if branch.folds else (" (no fold in the range)" if branch.values.size else "")))
     for f in branch.folds:
         print(f"fold: {sym} = {f.value:.6g} (order parameter {f.order:.4g})")
-    if summary["hysteresis"]:
+    if not sweeps:
+        print(f"sweeps: none for --mode {args.mode} (the stable states are those of mode 1)")
+    elif summary["hysteresis"]:
         a, b = summary["hysteresis"]
         print(f"hysteresis: the up and down sweeps settle on different states for {sym} from {a:.6g} to {b:.6g}")
     else:

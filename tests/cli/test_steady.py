@@ -115,3 +115,13 @@ def test_guide_examples_print_what_the_guide_shows(capsys, tmp_path, monkeypatch
         code, stdout, err = cli(capsys, *args)
         assert code == 0, err
         assert stdout.strip().splitlines() == shown
+
+
+def test_higher_mode_traces_only_its_branch(capsys, tmp_path):
+    from scipy.special import iv
+
+    code, stdout, err = cli(capsys, "steady", "--geometry", "circle", "--attention", "unnormalised", "--beta", "2", "--mode", "2", *SMALL, "--out", tmp_path / "m2")
+    assert code == 0, err
+    assert f"nu_c = {float(iv(2, 2.0)):.6g} (mode 2)" in stdout and "sweeps: none for --mode 2" in stdout
+    rows = list(csv.DictReader((tmp_path / "m2" / "steady.csv").open()))
+    assert {r["direction"] for r in rows} == {"branch"} and max(float(r["order"]) for r in rows) > 0.1
