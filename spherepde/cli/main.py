@@ -58,7 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 #: One module per subcommand group, in the order ``spherepde --help`` lists them.
-SUBCOMMAND_MODULES = ("run", "config", "mesh", "viz", "compare", "export", "validate", "sweep", "bench")
+SUBCOMMAND_MODULES = ("run", "config", "mesh", "viz", "compare", "export", "validate", "sweep", "steady", "bench")
 
 
 def _register_optional(sub, common) -> None:
