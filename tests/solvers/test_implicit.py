@@ -106,21 +106,23 @@ def test_weighted_matrix_is_the_explicit_second_order_operator(geom8):
     assert not np.allclose(ref, fv_rhs(geom8, face_values(geom8, rho, 1), u), atol=1e-3)  # order 2 differs from 1
 
 
+@pytest.mark.parametrize("nu", [0.0, 0.5])
 @pytest.mark.parametrize("h", [1e-3, 1.0, 1e4])
-def test_second_order_step_is_positive_and_conservative_for_any_step(geom8, h):
+def test_second_order_step_is_positive_and_conservative_for_any_step(geom8, h, nu):
     rng = np.random.default_rng(4)
     u = 50.0 * rng.normal(size=geom8.n_edges)
     rho = rng.random(geom8.n_cells) ** 4
     rho[rng.random(geom8.n_cells) < 0.2] = 0.0  # vacuum cells: weight 1
     w = face_weights(geom8, rho, face_values(geom8, rho, 2))
     assert min(w[0].min(), w[1].min()) >= 0.0 and max(w[0].max(), w[1].max()) <= W_MAX
-    M = np.diag(geom8.areas) + h * upwind_matrix(geom8, u, weights=w).toarray()
+    M = np.diag(geom8.areas) + h * upwind_matrix(geom8, u, nu, weights=w).toarray()
     off = M - np.diag(np.diag(M))
     assert off.max() <= 0.0 and np.all(np.diag(M) > 0)
     assert np.allclose(M.sum(axis=0), geom8.areas, rtol=1e-9)
-    new = implicit_upwind_step(geom8, rho, u, h, weights=w)
+    new = implicit_upwind_step(geom8, rho, u, h, nu, weights=w)
     assert new.min() >= 0.0
-    assert np.sum(new * geom8.areas) == pytest.approx(np.sum(rho * geom8.areas), rel=1e-12)
+    # round-off of the sparse LU: grows with the condition of M (h = 1e4 with diffusion: ~1e-10)
+    assert np.sum(new * geom8.areas) == pytest.approx(np.sum(rho * geom8.areas), rel=1e-12 if nu == 0.0 or h < 1e3 else 1e-9)
 
 
 def _centroid_angle(points, masses, a, b):
