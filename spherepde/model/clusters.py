@@ -11,15 +11,18 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["weighted_clusters", "cluster_table", "CLUSTER_SLOTS", "MERGE_ANGLE"]
+__all__ = ["weighted_clusters", "cluster_table", "CLUSTER_SLOTS", "MERGE_ANGLE", "MIN_CLUSTER_MASS"]
 
 #: The one definition of a merge: two clusters (the mesh solver's point masses, two tokens) have merged
 #: when the angle between them is below this (radians). The mesh solver's merge events (``merge_radius``,
 #: ``summary.json`` ``"merges"``) and the metastability study's merge times use it (docs/model.md §4.10).
 MERGE_ANGLE = 1e-2
 
+#: A cluster holds at least this share of the mass: the cluster count's groups, and the mesh's collapses into point masses.
+MIN_CLUSTER_MASS = 0.01
 
-def weighted_clusters(X, w, radius: float = 0.1, min_mass: float = 0.01) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+
+def weighted_clusters(X, w, radius: float = 0.1, min_mass: float = MIN_CLUSTER_MASS) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Clusters of a weighted point cloud: the one definition both solvers use.
 
     Points closer than the chordal distance ``radius`` are linked (single linkage); a
@@ -67,7 +70,7 @@ def weighted_clusters(X, w, radius: float = 0.1, min_mass: float = 0.01) -> tupl
 CLUSTER_SLOTS = 16
 
 
-def cluster_table(X, w, radius: float = 0.1, min_mass: float = 0.01, slots: int = CLUSTER_SLOTS) -> np.ndarray:
+def cluster_table(X, w, radius: float = 0.1, min_mass: float = MIN_CLUSTER_MASS, slots: int = CLUSTER_SLOTS) -> np.ndarray:
     """The clusters of :func:`weighted_clusters` as a fixed-size table for snapshot files,
     shape (slots, 1 + d): mass, then the centre, by decreasing mass; rows past the number of
     clusters are NaN (so tables of different times stack into one array)."""

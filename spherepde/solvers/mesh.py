@@ -42,7 +42,7 @@ import numpy as np
 
 from spherepde.attention import SUMMATION_MODES
 from spherepde.geometry.protocol import check_dimension, geometry_of, mesh_spacing
-from spherepde.model.clusters import MERGE_ANGLE, cluster_table, weighted_clusters
+from spherepde.model.clusters import MERGE_ANGLE, MIN_CLUSTER_MASS, cluster_table, weighted_clusters
 from spherepde.model.columns import solver_columns
 from spherepde.model.energy import EnergyBalance, state_rates
 from spherepde.model.fused import fused_rates
@@ -126,7 +126,7 @@ class MeshSolver:
                  cfl: float = 0.5, dt: float | None = None, check: bool = True, velocity_field: Callable[[float], np.ndarray] | None = None,
                  summation: str = "auto", summation_tol: float = 1e-10, diagnostics_tol: float | None = 1e-6, tol: float = 1e-3,
                  dt_max: float | None = None, atoms: bool = False, atom_spread: float | None = None, atom_radius: float | None = None,
-                 atom_min_mass: float = 1e-3, merge_radius: float = MERGE_ANGLE, point_masses=None,
+                 atom_min_mass: float = MIN_CLUSTER_MASS, merge_radius: float = MERGE_ANGLE, point_masses=None,
                  attention: str = DEFAULT_ATTENTION, noise: float = 0.0):
         if not isinstance(path, WeightPath):
             raise TypeError(f"path must be a WeightPath, got {type(path).__name__}")
