@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 
-from spherepde.model.columns import DISTANCE_MODES, TOKEN_NOISE_COLUMNS, PARTICLE_PREFIX, TOKEN_COLUMNS
+from spherepde.model.columns import DISTANCE_MODES, PARTICLE_PREFIX, TOKEN_COLUMNS, TOKEN_NOISE_COLUMNS
 from spherepde.solvers.distances import SlicedW1, l1_to_particles, sample_from_density, wasserstein_sphere
 
 __all__ = ["CoupledSolver", "SLICED_PROJECTIONS"]

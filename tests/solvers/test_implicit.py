@@ -12,8 +12,8 @@ from spherepde import densities
 from spherepde.solvers.fv import face_values, fv_geometry, fv_rhs
 from spherepde.solvers.implicit import W_MAX, face_weights, implicit_upwind_step, upwind_matrix
 from spherepde.solvers.integrators import get_stepper
-from spherepde.solvers.particles import ParticleSolver, stratified_tokens
 from spherepde.solvers.mesh import MeshSolver
+from spherepde.solvers.particles import ParticleSolver, stratified_tokens
 
 NORTH, EAST = [0.0, 0.0, 1.0], [1.0, 0.0, 0.0]
 
