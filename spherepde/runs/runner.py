@@ -57,8 +57,6 @@ from spherepde.runs import interrupt as _interrupt
 from spherepde.runs import nucleation
 from spherepde.runs.config import Config, config_to_toml, vmf_means_as_vectors
 from spherepde.runs.progress import ProgressBar
-from spherepde.runs.steady_stop import STATE_KEYS as STEADY_KEYS
-from spherepde.runs.steady_stop import SteadyStop, tracker
 from spherepde.runs.runfolder import (
     CONFIG_FILE,
     LOCK_FILE,
@@ -77,6 +75,8 @@ from spherepde.runs.runfolder import (
     state_scalars,
     writing,
 )
+from spherepde.runs.steady_stop import STATE_KEYS as STEADY_KEYS
+from spherepde.runs.steady_stop import SteadyStop, tracker
 from spherepde.solvers.protocol import advance_through
 
 log = logging.getLogger(__name__)
