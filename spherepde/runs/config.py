@@ -70,7 +70,7 @@ class ModelSection:
     heads: str = _f("gradient", "'gradient' (A = D, V = s D, energy defined) or 'general' (A, V evolve separately)", choices=("gradient", "general"))
     sign: int = _f(-1, "s = -1: the paper's energy-descent convention; s = +1: clustering (attention) convention", choices=(-1, 1))
     attention: str = _f("softmax", "attention kind (spherepde.model.velocity.ATTENTION_KINDS): 'softmax' a_h = V_h Y_h / Z_h (the paper's), 'unnormalised' a_h = V_h Y_h (no division by Z_h; gradient heads: the plain W2 gradient flow of E, mobility 1); both solvers", choices=lambda: ATTENTION_KINDS.names(aliases=True))
-    noise: float = _f(0.0, "token noise nu >= 0: Brownian motion of diffusivity nu on S^{d-1} (generator nu Delta_S; the density gains nu Delta_S rho; docs/model.md §10): each token step ends with a projected Brownian step, seeded by initial.seed; token runs add the column entropy; run.solver = 'particles' only for now; 0: none", min=0.0)
+    noise: float = _f(0.0, "token noise nu >= 0: Brownian motion of diffusivity nu on S^{d-1} (generator nu Delta_S; the density gains nu Delta_S rho; docs/model.md §10): each token step ends with a projected Brownian step, seeded by initial.seed; mesh runs carry it by Scharfetter-Gummel fluxes (columns entropy, diffusion; free energy for unnormalised attention), token runs add the column entropy; point masses (solver.atoms) refuse it; 0: none", min=0.0)
 
 
 @dataclass(frozen=True)

@@ -1007,22 +1007,14 @@ def resume(folder, *, progress: bool | None = None, overrides: dict | None = Non
         except (KeyError, TypeError, ValueError) as exc:
             raise rf.damaged(f"the checkpoint has no valid record number ({one_line(exc)})") from exc
         steady = _steady_from_checkpoint(rf, cfg, state, meta)
-        if steady is not None and steady.stopped_at is not None:
-            if cfg_new is not None:  # a run to the later T stops at the same record
-                log.warning("%s ended as stationary at t = %g (solver.steady_tol = %g): a run to T = %g stops there too; nothing to extend",
-                            folder, steady.stopped_at, steady.tol, cfg_new.solver.T)
-                cfg_new = None
-            if summary.get("status") == "completed":
-                lock.release()
-                log.warning("%s is complete: it ended as stationary at t = %g (solver.steady_tol = %g); nothing to resume", folder, steady.stopped_at, steady.tol)
-                try:
-                    return RunResult(folder, "completed", read_diagnostics(rf.csv, malformed="raise"))
-                except (OSError, ValueError) as exc:
-                    raise rf.damaged(f"diagnostics.csv cannot be read ({one_line(exc)})") from exc
-        if cfg_new is None and r0 >= _n_records(cfg) and summary.get("status") == "completed":
+        cfg_new = _stationary_end(folder, steady, cfg_new)
+        if summary.get("status") == "completed" and (cfg_new is None and r0 >= _n_records(cfg) or steady is not None and steady.stopped_at is not None):
             lock.release()
-            log.warning("%s is complete (T = %g): nothing to resume; extend it with: spherepde resume %s --set solver.T=...",
-                        folder, cfg.solver.T, folder)
+            if steady is not None and steady.stopped_at is not None:
+                log.warning("%s is complete: it ended as stationary at t = %g (solver.steady_tol = %g); nothing to resume", folder, steady.stopped_at, steady.tol)
+            else:
+                log.warning("%s is complete (T = %g): nothing to resume; extend it with: spherepde resume %s --set solver.T=...",
+                            folder, cfg.solver.T, folder)
             try:
                 return RunResult(folder, "completed", read_diagnostics(rf.csv, malformed="raise"))
             except (OSError, ValueError) as exc:
@@ -1060,6 +1052,16 @@ def resume(folder, *, progress: bool | None = None, overrides: dict | None = Non
     stopped = steady is not None and steady.stopped_at is not None  # ended as stationary, but the summary was not written: write it
     return _execute(cfg_new or cfg, rf, solver, path, mesh, lock=lock, start_record=_n_records(cfg) + 1 if stopped else r0 + 1, wall0=session0 - wall,
                     progress=progress, fresh=False, estimate=estimate, before=drop_rows, session0=session0, steady=steady)
+
+
+def _stationary_end(folder: Path, steady: SteadyStop | None, cfg_new: Config | None) -> Config | None:
+    """The extended configuration a resume goes on with: none for a run that ended as stationary (a run to the later T
+    stops at the same record: nothing to extend)."""
+    if cfg_new is not None and steady is not None and steady.stopped_at is not None:
+        log.warning("%s ended as stationary at t = %g (solver.steady_tol = %g): a run to T = %g stops there too; nothing to extend",
+                    folder, steady.stopped_at, steady.tol, cfg_new.solver.T)
+        return None
+    return cfg_new
 
 
 def _steady_from_checkpoint(rf: RunFolder, cfg: Config, state: dict, meta: dict) -> SteadyStop | None:

@@ -144,3 +144,11 @@ def test_bad_steady_tol_is_refused_in_one_line(tmp_path, capsys, sets, words):
     assert not (tmp_path / "r").exists()
     with pytest.raises(ConfigError):
         load_config(example_path("clustering-mesh")).with_overrides(dict(s.split("=") for s in sets[:1]) | {"solver.steady_tol": -1.0})
+
+
+def test_the_cli_says_where_the_run_stopped(tmp_path, capsys):
+    args = ["run", "--example", "noisy-clustering-mesh", "--out", str(tmp_path / "r"), "--set", "mesh.level=8", "--set", "output.vtk=false"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    t_s = _summary(tmp_path / "r")["stationary"]["t"]
+    assert f"stopped as stationary at t = {t_s:g} (max |d rho/dt| / max rho = " in out and "< solver.steady_tol = 0.001)" in out
