@@ -19,6 +19,7 @@ from spherepde.cli.main import main
 from spherepde.model import stationary as st
 from spherepde.runs import runner
 from spherepde.runs.config import ConfigError, load_config
+from spherepde.runs.runfolder import RunFolder
 from spherepde.runs.steady_stop import SteadyStop, steady_rate
 from spherepde.solvers.mesh import MeshSolver
 
@@ -107,10 +108,13 @@ def test_an_interrupted_run_resumes_and_stops_at_the_same_record(tmp_path, monke
     from tests.runs.test_run_safety import interrupt_after
 
     folder = tmp_path / "int"
+    k = int(stopped.diagnostics["step"][-2])  # the step that reaches the record before the stop: the check at the stop needs its density
     with monkeypatch.context() as m:
-        interrupt_after(m, MeshSolver, 7, signal.SIGINT)
+        interrupt_after(m, MeshSolver, k, signal.SIGINT)
         res = sp.run(_cfg(), out=folder, progress=False)
     assert res.status == "interrupted"
+    state, meta = RunFolder(folder).read_checkpoint()
+    assert meta["record"] == len(stopped.diagnostics["t"]) - 2 and float(state["steady_t"]) == stopped.diagnostics["t"][-2]
     again = runner.resume(folder, progress=False)
     assert again.status == "completed"
     assert (folder / "diagnostics.csv").read_text() == (stopped.folder / "diagnostics.csv").read_text()
