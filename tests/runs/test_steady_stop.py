@@ -71,11 +71,12 @@ def test_a_noisy_run_stops_at_its_stationary_state(stopped):
     ref = st.solve_fixed_point(grid, st.SteadyProblem(d=3, beta=BETA, nu=NU), rho, tol=1e-12)
     assert ref.converged
     err = np.max(np.abs(rho - ref.rho)) / np.max(ref.rho)
-    # the run stops when rho changes by < 1e-4 max rho per unit time; the slowest decay about the state is of order 0.1 to 1,
-    # so rho is within about 1e-3 of its limit (the discrete steady state, which is this one)
-    assert err < 2e-3, err
-    assert grid.order(rho) == pytest.approx(grid.order(ref.rho), abs=2e-3)
-    assert st.residual(grid, st.SteadyProblem(d=3, beta=BETA, nu=NU), rho) < 2e-3
+    # the run stops when rho changes by < tol = 1e-4 max rho per unit time; it approaches its limit (the scheme's steady
+    # state, which is this one) like exp(-lambda t) with lambda of order 1, so it is about tol / lambda from it (measured:
+    # 1.4e-3, 1.2e-4, 1.3e-5 at tol = 1e-3, 1e-4, 1e-5)
+    assert err < 3e-4, err
+    assert grid.order(rho) == pytest.approx(grid.order(ref.rho), abs=3e-4)
+    assert st.residual(grid, st.SteadyProblem(d=3, beta=BETA, nu=NU), rho) < 1e-3
 
 
 def _rate_before(folder, t_s):
