@@ -36,6 +36,8 @@ SMALL = {
     "paper-ou-particles": ["initial.n=60", "solver.T=0.3", "output.record_dt=0.1", "output.snapshot_dt=0.1"],
     "circle-metastable-mesh": ["mesh.cells=128", "solver.T=0.3", "output.record_dt=0.05", "output.snapshot_dt=0.1"],
     "circle-metastable-particles": ["initial.n=100", "solver.T=0.3", "output.record_dt=0.05", "output.snapshot_dt=0.1"],
+    "noisy-clustering-mesh": ["mesh.level=8", "solver.T=2.0", "output.record_dt=0.5", "output.snapshot_dt=1.0"],
+    "noisy-clustering-particles": ["initial.n=60", "solver.T=0.5", "output.record_dt=0.1", "output.snapshot_dt=0.2"],
 }
 #: regimes beyond the shipped files: (example to start from, overrides)
 EXTRA = {

@@ -121,6 +121,9 @@ def _report(res, quiet: bool) -> int:
         fin = summary.get("final_mean", summary.get("final", {}))
         keys = [k for k in ("t", *HEADLINE_COLUMNS, *MESH_HEADLINE_COLUMNS) if k in fin]
         print(f"run {summary['status']}: {res.folder}")
+        if summary.get("stopped") == "stationary":  # solver.steady_tol
+            st = summary["stationary"]
+            print(f"stopped as stationary at t = {st['t']:g} (max |d rho/dt| / max rho = {st['rate']:.3g} < solver.steady_tol = {st['steady_tol']:g})")
         if "wall_time_s" in summary:
             total, session = summary["wall_time_s"], summary.get("session_wall_time_s", summary["wall_time_s"])
             if session < total:  # a resumed run: this session's time, then the whole run's

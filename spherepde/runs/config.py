@@ -70,7 +70,7 @@ class ModelSection:
     heads: str = _f("gradient", "'gradient' (A = D, V = s D, energy defined) or 'general' (A, V evolve separately)", choices=("gradient", "general"))
     sign: int = _f(-1, "s = -1: the paper's energy-descent convention; s = +1: clustering (attention) convention", choices=(-1, 1))
     attention: str = _f("softmax", "attention kind (spherepde.model.velocity.ATTENTION_KINDS): 'softmax' a_h = V_h Y_h / Z_h (the paper's), 'unnormalised' a_h = V_h Y_h (no division by Z_h; gradient heads: the plain W2 gradient flow of E, mobility 1); both solvers", choices=lambda: ATTENTION_KINDS.names(aliases=True))
-    noise: float = _f(0.0, "token noise nu >= 0: Brownian motion of diffusivity nu on S^{d-1} (generator nu Delta_S; the density gains nu Delta_S rho; docs/model.md §10): each token step ends with a projected Brownian step, seeded by initial.seed; token runs add the column entropy; run.solver = 'particles' only for now; 0: none", min=0.0)
+    noise: float = _f(0.0, "token noise nu >= 0: Brownian motion of diffusivity nu on S^{d-1} (generator nu Delta_S; the density gains nu Delta_S rho; docs/model.md §10): each token step ends with a projected Brownian step, seeded by initial.seed; mesh runs carry it by Scharfetter-Gummel fluxes (columns entropy, diffusion; free energy for unnormalised attention), token runs add the column entropy; point masses (solver.atoms) refuse it; 0: none", min=0.0)
 
 
 @dataclass(frozen=True)
@@ -132,6 +132,7 @@ class SolverSection:
     summation: str = _f("auto", "mesh: how the attention sums are evaluated (spherepde.attention.SUMMATION_MODES): 'direct' exactly, 'fast' by spherical harmonics on S^2 (O(N L^2)) or Bessel series / FFT on S^1, 'auto' fast where it pays and meets summation_tol", choices=lambda: SUMMATION_MODES.names(aliases=True))
     summation_tol: float = _f(1e-10, "mesh: accuracy of the fast sums (relative error of Z_h and error of the softmax average)", gt=0.0)
     diagnostics_tol: float = _f(1e-6, "mesh: accuracy of the fast sums' moments Y_h/Z_h and Q_h/Z_h, which feed only the energy diagnostics (G2, d_tE, martingale), not the potential velocity; taken as summation_tol when smaller", gt=0.0)
+    steady_tol: float = _f(0.0, "mesh and both runs: end the run (completed) at the first record where the density is stationary, max_c |rho_c(t_r) - rho_c(t_r-1)| / (t_r - t_r-1) / max_c rho_c(t_r) < steady_tol (1/time; checked at the records; the tokens of a both run stop with the mesh); summary.json says when; 0: off", min=0.0)
 
 
 @dataclass(frozen=True)
@@ -381,6 +382,19 @@ def _check_solver_options(cfg: Config) -> None:
             MeshSolver.check_options(integrator=cfg.integrator, order=s.order, velocity=s.velocity, gradient=cfg.model.heads == "gradient", atoms=s.atoms)
     except OptionError as exc:
         raise ConfigError(f"solver.{exc.option}: {exc}") from None
+    _check_steady_tol(cfg)
+
+
+def _check_steady_tol(cfg: Config) -> None:
+    """solver.steady_tol stops a run at a stationary density: mesh and both runs of one path."""
+    if not cfg.solver.steady_tol:
+        return
+    if cfg.run.solver == "particles":
+        raise ConfigError(f"solver.steady_tol: a token run never becomes stationary (finite n, and with model.noise its tokens keep moving); "
+                          f"stationarity is a density criterion: use run.solver = 'mesh' or 'both', or remove solver.steady_tol (it is {cfg.solver.steady_tol:g})")
+    if cfg.montecarlo.paths > 1:
+        raise ConfigError("solver.steady_tol: the paths of a Monte-Carlo run would stop at different times, and their mean needs every path to T; "
+                          "remove solver.steady_tol or set montecarlo.paths = 1")
 
 
 def _check_placement(cfg: Config) -> None:

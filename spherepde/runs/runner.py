@@ -75,6 +75,8 @@ from spherepde.runs.runfolder import (
     state_scalars,
     writing,
 )
+from spherepde.runs.steady_stop import STATE_KEYS as STEADY_KEYS
+from spherepde.runs.steady_stop import SteadyStop, tracker
 from spherepde.solvers.protocol import advance_through
 
 log = logging.getLogger(__name__)
@@ -581,9 +583,12 @@ def _nonfinite_message(row: dict, bad: list, t: float, r: int) -> str:
     )
 
 
-def _loop(cfg: Config, rf: RunFolder, solver, path: WeightPath, mesh, *, start_record: int, wall0: float, progress: bool, estimate: int | None = None) -> str:
+def _loop(cfg: Config, rf: RunFolder, solver, path: WeightPath, mesh, *, start_record: int, wall0: float, progress: bool, estimate: int | None = None,
+          steady: SteadyStop | None = None) -> str:
     """Advance the solver record by record (:func:`~spherepde.solvers.protocol.advance_through`);
-    returns 'completed' or 'interrupted'.
+    returns 'completed' or 'interrupted'. With ``steady`` (``solver.steady_tol``) the loop also ends,
+    completed, at the first record where the density is stationary (:mod:`spherepde.runs.steady_stop`):
+    that record is written as the last one (row, snapshot, checkpoint) and ``steady.stopped_at`` is its time.
 
     Ctrl-C / SIGTERM is seen between steps: the state is checkpointed where it is (between
     two records if need be) and the loop ends 'interrupted'. A non-finite diagnostic
@@ -598,7 +603,7 @@ def _loop(cfg: Config, rf: RunFolder, solver, path: WeightPath, mesh, *, start_r
     bar = ProgressBar(round(T, 10), round(start_record * rdt, 10), enabled=progress, unit="t",
                       bar_format="{l_bar}{bar}| t={n:.3f}/{total:.3f} [{elapsed}<{remaining}{postfix}]")
     status = "completed"
-    after = _AfterRecord(cfg, rf, solver, mesh, budget, bar, wall0=wall0, start_record=start_record)
+    after = _AfterRecord(cfg, rf, solver, mesh, budget, bar, wall0=wall0, start_record=start_record, steady=steady)
     try:
         with _SigintGuard() as guard, DiagnosticsWriter(rf.csv) as diagnostics:
 
@@ -613,7 +618,7 @@ def _loop(cfg: Config, rf: RunFolder, solver, path: WeightPath, mesh, *, start_r
                 r = start_record + i
                 if row is None:
                     # Ctrl-C / SIGTERM between two steps: checkpoint the state between the records
-                    rf.write_checkpoint(solver.get_state(), after.meta(r - 1, t=float(solver.t), partial=True))
+                    rf.write_checkpoint(after.state(), after.meta(r - 1, t=float(solver.t), partial=True))
                     log.warning("interrupted at t = %.6g (step %d); checkpoint written -- continue with: spherepde resume %s", solver.t, solver.step_count, rf.folder)
                     status = "interrupted"
                     break
@@ -621,7 +626,14 @@ def _loop(cfg: Config, rf: RunFolder, solver, path: WeightPath, mesh, *, start_r
                 bad = [c for c in diagnostics.columns if c not in undefined and not math.isfinite(float(row[c]))]
                 if bad:
                     raise NonFiniteDiagnostic(_nonfinite_message(row, bad, t_r, r))
-                after.record(r, t_r, row, guard)
+                stationary = steady is not None and steady.observe(t_r, solver.snapshot()["rho"])
+                if stationary:
+                    steady.stopped_at = t_r
+                after.record(r, t_r, row, guard, last=stationary)
+                if stationary:
+                    log.info("stationary at t = %.6g (record %d): max |d rho/dt| / max rho = %.3g < solver.steady_tol = %g over the last record "
+                             "interval; the run ends here", t_r, r, steady.rate, steady.tol)
+                    break
                 if guard.flag and r < n_records:
                     log.warning("interrupted at t = %.6g (step %d); checkpoint written -- continue with: spherepde resume %s", t_r, solver.step_count, rf.folder)
                     status = "interrupted"
@@ -635,8 +647,10 @@ class _AfterRecord:
     """What the run loop does at each record after its diagnostics row: snapshots, run.log's
     step estimate at each quarter of T, the progress bar, checkpoints."""
 
-    def __init__(self, cfg: Config, rf: RunFolder, solver, mesh, budget: _StepBudget, bar, *, wall0: float, start_record: int):
+    def __init__(self, cfg: Config, rf: RunFolder, solver, mesh, budget: _StepBudget, bar, *, wall0: float, start_record: int,
+                 steady: SteadyStop | None = None):
         self.cfg, self.rf, self.solver, self.mesh, self.budget, self.bar, self.wall0 = cfg, rf, solver, mesh, budget, bar, wall0
+        self.steady = steady
         self.n_records = _n_records(cfg)
         self.snap_every = int(round(cfg.output.snapshot_dt / cfg.output.record_dt))
         self.last_ckpt_wall = time.monotonic()
@@ -647,6 +661,10 @@ class _AfterRecord:
         """The checkpoint's metadata at record ``r``."""
         return {"record": r, "t": _record_time(self.cfg, r), "step": self.solver.step_count, "wall": time.monotonic() - self.wall0,
                 "step_estimate": self.budget.estimate, **extra}
+
+    def state(self) -> dict:
+        """The checkpoint's arrays: the solver's state, and the stationarity check's (the density at the last record)."""
+        return {**self.solver.get_state(), **(self.steady.state() if self.steady is not None else {})}
 
     def _log_progress(self, t_r: float) -> None:
         """run.log's line at a quarter of T: steps so far and, for adaptive explicit steps, the
@@ -665,20 +683,22 @@ class _AfterRecord:
         log.info("t = %g: %d steps so far (dt = %.3g)%s, %.0f s of wall time, about %.0f s to go at this rate",
                  t_r, solver.step_count, solver.last_step(), projected, wall, to_go)
 
-    def record(self, r: int, t_r: float, row: dict, guard) -> None:
-        """After the row of record ``r`` at ``t_r``; ``guard.flag``: Ctrl-C / SIGTERM seen (checkpoint now)."""
+    def record(self, r: int, t_r: float, row: dict, guard, *, last: bool = False) -> None:
+        """After the row of record ``r`` at ``t_r``; ``guard.flag``: Ctrl-C / SIGTERM seen (checkpoint now); ``last``: the run ends
+        here before T (stationary), written like the record at T."""
         cfg, solver, n_records, snap_every = self.cfg, self.solver, self.n_records, self.snap_every
-        if r % snap_every == 0 or r == n_records:
-            self.rf.write_snapshot(r // snap_every if r % snap_every == 0 else (n_records + snap_every - 1) // snap_every, t_r, solver,
-                                   self.mesh if cfg.output.vtk else None, tokens_vtk=cfg.output.vtk)
+        end = r == n_records or last
+        if r % snap_every == 0 or end:
+            self.rf.write_snapshot(-(-r // snap_every), t_r, solver, self.mesh if cfg.output.vtk else None, tokens_vtk=cfg.output.vtk)
         if 0 < r < n_records and r >= self.quarter * n_records / 4:
             self.quarter = 1 + int(4 * r / n_records)
             self._log_progress(t_r)
         dt_last = row.get("dt_last")
         self.bar.set(round(t_r, 10), f"step={solver.step_count}" + (f", dt={dt_last:.2e}" if dt_last else ""))
         due = (r > 0 and r % cfg.output.checkpoint_every == 0) or (time.monotonic() - self.last_ckpt_wall > 60 * cfg.output.checkpoint_minutes)
-        if guard.flag or due or r == n_records:
-            self.rf.write_checkpoint(solver.get_state(), self.meta(r))
+        if guard.flag or due or end:
+            stop = {"stationary": t_r, "steady_rate": self.steady.rate} if last else {}
+            self.rf.write_checkpoint(self.state(), self.meta(r, **stop))
             self.last_ckpt_wall = time.monotonic()
 
 
@@ -753,7 +773,7 @@ def _execute(cfg: Config, rf: RunFolder, solver, path: WeightPath, mesh, **kw) -
 
 
 def _run_folder_session(cfg: Config, rf: RunFolder, solver, path: WeightPath, mesh, *, lock, start_record: int, wall0: float, progress: bool,
-                        fresh: bool, estimate: int | None = None, before=None, session0: float | None = None) -> RunResult:
+                        fresh: bool, estimate: int | None = None, before=None, session0: float | None = None, steady: SteadyStop | None = None) -> RunResult:
     """Write (fresh: the start files), run the loop and the summary, holding ``lock``.
 
     Any exception is turned into RunFailedError (summary "failed", traceback in run.log) or,
@@ -791,8 +811,11 @@ def _run_folder_session(cfg: Config, rf: RunFolder, solver, path: WeightPath, me
                 if start_record > _n_records(cfg):
                     status = "completed"
                 else:
-                    status = _loop(cfg, rf, solver, path, mesh, start_record=start_record, wall0=wall0, progress=progress, estimate=estimate)
+                    status = _loop(cfg, rf, solver, path, mesh, start_record=start_record, wall0=wall0, progress=progress, estimate=estimate,
+                                   steady=steady)
                 extra = dict(solver.events() or {})
+                if steady is not None:
+                    extra.update(steady.summary())
                 if status == "completed":
                     rf.finalise_snapshots(cfg)
                     extra.update(nucleation.run_entry(folder, cfg, path))  # circle runs of one frozen isotropic head: predicted and final clusters
@@ -877,7 +900,8 @@ def run(cfg: Config, *, out: str | Path | None = None, force: bool = False, prog
     # build everything before writing (or deleting) anything, so bad input leaves the disk as it was
     path, mesh, solver, estimate = _build(cfg)
     rf.create(cfg, kind="run", replace=exists, force=force)
-    return _execute(cfg, rf, solver, path, mesh, lock=rf.lock, start_record=0, wall0=wall0, progress=progress, fresh=True, estimate=estimate)
+    return _execute(cfg, rf, solver, path, mesh, lock=rf.lock, start_record=0, wall0=wall0, progress=progress, fresh=True, estimate=estimate,
+                    steady=tracker(cfg.solver.steady_tol))
 
 
 #: The keys ``resume --set`` accepts: extending a run to a later time changes nothing else.
@@ -982,10 +1006,15 @@ def resume(folder, *, progress: bool | None = None, overrides: dict | None = Non
             estimate = None if estimate is None else int(estimate)
         except (KeyError, TypeError, ValueError) as exc:
             raise rf.damaged(f"the checkpoint has no valid record number ({one_line(exc)})") from exc
-        if cfg_new is None and r0 >= _n_records(cfg) and summary.get("status") == "completed":
+        steady = _steady_from_checkpoint(rf, cfg, state, meta)
+        cfg_new = _stationary_end(folder, steady, cfg_new)
+        if summary.get("status") == "completed" and (cfg_new is None and r0 >= _n_records(cfg) or steady is not None and steady.stopped_at is not None):
             lock.release()
-            log.warning("%s is complete (T = %g): nothing to resume; extend it with: spherepde resume %s --set solver.T=...",
-                        folder, cfg.solver.T, folder)
+            if steady is not None and steady.stopped_at is not None:
+                log.warning("%s is complete: it ended as stationary at t = %g (solver.steady_tol = %g); nothing to resume", folder, steady.stopped_at, steady.tol)
+            else:
+                log.warning("%s is complete (T = %g): nothing to resume; extend it with: spherepde resume %s --set solver.T=...",
+                            folder, cfg.solver.T, folder)
             try:
                 return RunResult(folder, "completed", read_diagnostics(rf.csv, malformed="raise"))
             except (OSError, ValueError) as exc:
@@ -1020,8 +1049,36 @@ def resume(folder, *, progress: bool | None = None, overrides: dict | None = Non
             log.info("resuming %s at t = %g (record %d)", folder, meta.get("t", float("nan")), r0)
 
     rf.last_checkpoint_t = meta.get("t")
-    return _execute(cfg_new or cfg, rf, solver, path, mesh, lock=lock, start_record=r0 + 1, wall0=session0 - wall,
-                    progress=progress, fresh=False, estimate=estimate, before=drop_rows, session0=session0)
+    stopped = steady is not None and steady.stopped_at is not None  # ended as stationary, but the summary was not written: write it
+    return _execute(cfg_new or cfg, rf, solver, path, mesh, lock=lock, start_record=_n_records(cfg) + 1 if stopped else r0 + 1, wall0=session0 - wall,
+                    progress=progress, fresh=False, estimate=estimate, before=drop_rows, session0=session0, steady=steady)
+
+
+def _stationary_end(folder: Path, steady: SteadyStop | None, cfg_new: Config | None) -> Config | None:
+    """The extended configuration a resume goes on with: none for a run that ended as stationary (a run to the later T
+    stops at the same record: nothing to extend)."""
+    if cfg_new is not None and steady is not None and steady.stopped_at is not None:
+        log.warning("%s ended as stationary at t = %g (solver.steady_tol = %g): a run to T = %g stops there too; nothing to extend",
+                    folder, steady.stopped_at, steady.tol, cfg_new.solver.T)
+        return None
+    return cfg_new
+
+
+def _steady_from_checkpoint(rf: RunFolder, cfg: Config, state: dict, meta: dict) -> SteadyStop | None:
+    """The stationarity check of ``solver.steady_tol`` as the checkpoint left it (its arrays are taken out of ``state``);
+    ``stopped_at`` is set when the run ended there as stationary. None when the run has no steady_tol."""
+    steady = tracker(cfg.solver.steady_tol)
+    if steady is None:
+        for k in STEADY_KEYS:
+            state.pop(k, None)
+        return None
+    try:
+        steady.restore(state)
+        if meta.get("stationary") is not None:
+            steady.stopped_at, steady.rate = float(meta["stationary"]), float(meta.get("steady_rate", math.nan))
+    except (TypeError, ValueError) as exc:
+        raise rf.damaged(f"the checkpoint does not fit solver.steady_tol = {cfg.solver.steady_tol:g}: {one_line(exc)}") from exc
+    return steady
 
 
 def _saved_mesh(rf: RunFolder, cfg: Config):
@@ -1104,4 +1161,5 @@ def _restart(folder: Path, cfg: Config, rf: RunFolder, summary: dict, *, lock, p
         if not (folder / MARKER).is_file():
             rf.write_marker(cfg, "run")
 
-    return _execute(cfg, rf, solver, path, mesh, lock=lock, start_record=0, wall0=wall0, progress=progress, fresh=True, estimate=estimate, before=clear)
+    return _execute(cfg, rf, solver, path, mesh, lock=lock, start_record=0, wall0=wall0, progress=progress, fresh=True, estimate=estimate, before=clear,
+                    steady=tracker(cfg.solver.steady_tol))
