@@ -109,7 +109,7 @@ def test_guide_examples_print_what_the_guide_shows(capsys, tmp_path, monkeypatch
 
     text = (Path(__file__).resolve().parents[2] / "docs" / "guide" / "noise.md").read_text(encoding="utf-8")
     monkeypatch.chdir(tmp_path)
-    blocks = list(_console_blocks(text))
+    blocks = [b for b in _console_blocks(text) if b[0][0] == "steady"]
     assert len(blocks) == 2
     for args, shown in blocks:
         code, stdout, err = cli(capsys, *args)

@@ -72,7 +72,6 @@ def test_token_steppers_take_the_registered_steps_bit_for_bit(name):
 @pytest.mark.parametrize(
     "solver_kwargs, overrides, option",
     [
-        ({"integrator": "implicit", "order": 2}, {"solver.integrator": "implicit", "solver.order": 2}, "order"),
         ({"atoms": True}, {"solver.atoms": True}, "atoms"),
         ({"integrator": "implicit", "atoms": True, "velocity": "midpoint"},
          {"solver.integrator": "implicit", "solver.atoms": True, "solver.velocity": "midpoint"}, "atoms"),
