@@ -382,7 +382,8 @@ class ImplicitUpwind(Stepper):
         r0_mass = g.areas * ev0.rhs
         w = face_weights(g, ms.rho, face_values(g, ms.rho, 2)) if ms.order == 2 else None
         for _attempt in range(60):
-            _check_floor(ms, h_try, "the implicit step", f"the local error tolerance tol = {ms.tol:g} cannot be met -- raise tol")
+            _check_floor(ms, h_try, "the implicit step", f"the local error tolerance tol = {ms.tol:g} cannot be met -- raise tol"
+                         + (f", or lower model.noise = {ms.noise:g} (diffusion this fast relaxes the density within the floor)" if ms.noise > 0 else ""))
             t_end = _end_time(ms, t, h_try, t_stop)
             h = _positive_step(ms, t_end, h_try, t_stop)
             new = implicit_upwind_step(g, ms.rho, ev0.u, h, ms.noise, w)
