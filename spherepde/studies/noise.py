@@ -10,7 +10,7 @@ carries it by Scharfetter--Gummel fluxes (:mod:`spherepde.solvers.diffusion`), t
   measured rate log(a(T)/a(0))/T of a = sum_c |C_c| rho_c Y_c; check: relative error <= ``diff_tol``, and the mass
   conserved to 1e-12. Tokens: ``diff_tokens`` tokens at one point e_1, Brownian steps dt = T/``diff_token_steps``; the
   mean of the zonal harmonic (x_1, (d x_1^2 - 1)/(d - 1)) decays like e^{-nu l(l+d-2) t}; check: relative error of
-  -log(mean)/T within ``diff_tol_tokens`` (the weak-order-1 bias, about (l(l+d-2)+...) nu dt) plus three standard errors.
+  -log(mean)/T within ``diff_tol_tokens`` (room for the weak-order-1 bias of the Brownian step, O(nu dt)) plus three standard errors.
 * **Linear stability with noise.** One gradient head D = beta I, s = +1 (softmax and unnormalised attention, "USA"):
   the degree-1 perturbation of the uniform state grows at gamma_1(beta) - nu l(l+1) (gamma_1 - nu on S^1;
   :func:`spherepde.model.linear.linear_rate`), zero at nu_c (:func:`~spherepde.model.linear.critical_noise`). Density
