@@ -33,4 +33,4 @@ counts solver checks passed/total and paper claims reproduced/total separately.
 SIZES = ("smoke", "quick", "full")
 
 STUDIES = ("analytic", "structure", "mesh_vs_particles", "paper_section6", "stability", "mesh_convergence", "work_precision", "metastability",
-           "circle")
+           "circle", "noise")

@@ -87,6 +87,7 @@ ESTIMATED_WALL_S = {
     "work_precision": {"smoke": 30, "quick": 410, "full": 1550},
     "metastability": {"smoke": 30, "quick": 50, "full": 200},
     "circle": {"smoke": 40, "quick": 170, "full": 1600},
+    "noise": {"smoke": 70, "quick": 410, "full": 2400},
 }
 
 

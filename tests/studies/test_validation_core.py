@@ -411,7 +411,7 @@ def test_validate_prints_its_estimated_duration_first(tmp_path, capsys):
 
     assert set(ESTIMATED_WALL_S) == set(STUDIES) and all(set(v) == set(SIZES) for v in ESTIMATED_WALL_S.values())
     quick = estimated_wall_s("quick", STUDIES)
-    assert 15 * 60 <= quick <= 30 * 60  # the issue measured about 21 min for validate --quick on an idle machine
+    assert 15 * 60 <= quick <= 35 * 60  # the issue measured about 21 min for validate --quick on an idle machine, before the noise study (~7 min)
     main(["validate", "--smoke", "--only", "analytic", "--out", str(tmp_path / "r")])
     err = capsys.readouterr().err.splitlines()
     assert err[0].startswith("validate (smoke): 1 studies, estimated ") and "an estimate" in err[0], err[0]
