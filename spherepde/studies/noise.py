@@ -65,7 +65,7 @@ SIZES = _v.sizes_table({
     "diff_level": _v.per_size(4, 8, 16),
     "diff_cells": _v.per_size(64, 256, 512),
     "diff_tol": _v.per_size(0.02, 0.01, 0.01),
-    "diff_tokens": _v.per_size(20000, 200000, 1000000),
+    "diff_tokens": _v.per_size(20000, 200000, 500000),
     "diff_token_steps": _v.per_size(100, 200, 400),
     "diff_tol_tokens": 0.03,
     "stab_beta": 2.0,
