@@ -143,7 +143,11 @@ def cmd_steady(args) -> int:
         print(f"sweeps: none for --mode {args.mode} (the stable states are those of mode 1)")
     elif summary["hysteresis"]:
         a, b = summary["hysteresis"]
-        print(f"hysteresis: the up and down sweeps settle on different states for {sym} from {a:.6g} to {b:.6g}")
+        if a == b:
+            print(f"hysteresis: the up and down sweeps settle on different states at {sym} = {a:.6g} only (one sweep point: "
+                  "more --points resolve the window)")
+        else:
+            print(f"hysteresis: the up and down sweeps settle on different states for {sym} from {a:.6g} to {b:.6g}")
     else:
         print("hysteresis: none (both sweeps settle on the same states)")
     if not summary["converged"]:
