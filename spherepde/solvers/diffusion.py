@@ -59,6 +59,7 @@ import numpy as np
 from spherepde._numba import njit
 from spherepde.geometry.protocol import Geometry
 from spherepde.solvers.errors import OptionError
+from spherepde.solvers.fv import divergence_kernel
 
 __all__ = ["LOG_FLOOR", "MeshDiffusion", "bernoulli", "diffusion_coefficients", "entropy", "noise_rates", "sg_flux"]
 
@@ -98,13 +99,7 @@ def _diffusion_kernel(rho, D, edge_cells, face_offsets, cell_faces, cell_face_si
     ne = D.shape[0]
     for e in range(ne):
         dflux[e] = D[e] * (rho[edge_cells[e, 0]] - rho[edge_cells[e, 1]])
-    nc = areas.shape[0]
-    for c in range(nc):
-        s = 0.0
-        for j in range(face_offsets[c], face_offsets[c + 1]):
-            e = cell_faces[j]
-            s += cell_face_signs[j] * edge_lengths[e] * dflux[e]
-        drhs[c] = -s / areas[c]
+    divergence_kernel(dflux, face_offsets, cell_faces, cell_face_signs, edge_lengths, areas, drhs)
 
 
 @njit

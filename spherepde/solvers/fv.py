@@ -220,6 +220,18 @@ def face_values(geom: Geometry, rho, order: int) -> np.ndarray:
 
 
 @njit
+def divergence_kernel(flux, face_offsets, cell_faces, cell_face_signs, edge_lengths, areas, out):  # pragma: no cover
+    """out_c = -(1/|C_c|) sum_k s_ck |e_k| F_{e_k}: the finite-volume update of the edge fluxes ``flux`` (ne,)."""
+    nc = areas.shape[0]
+    for c in range(nc):
+        s = 0.0
+        for j in range(face_offsets[c], face_offsets[c + 1]):
+            e = cell_faces[j]
+            s += cell_face_signs[j] * edge_lengths[e] * flux[e]
+        out[c] = -s / areas[c]
+
+
+@njit
 def _fv_rhs_kernel(u, faces, face_slots, face_offsets, cell_faces, cell_face_signs, edge_lengths, areas, flux, out):  # pragma: no cover
     ne = u.shape[0]
     for e in range(ne):
@@ -228,13 +240,7 @@ def _fv_rhs_kernel(u, faces, face_slots, face_offsets, cell_faces, cell_face_sig
             flux[e] = ue * faces[face_slots[e, 0]]
         else:
             flux[e] = ue * faces[face_slots[e, 1]]
-    nc = areas.shape[0]
-    for c in range(nc):
-        s = 0.0
-        for j in range(face_offsets[c], face_offsets[c + 1]):
-            e = cell_faces[j]
-            s += cell_face_signs[j] * edge_lengths[e] * flux[e]
-        out[c] = -s / areas[c]
+    divergence_kernel(flux, face_offsets, cell_faces, cell_face_signs, edge_lengths, areas, out)
 
 
 def fv_rhs(geom: Geometry, faces, u, *, flux=None, out=None) -> np.ndarray:
