@@ -231,6 +231,26 @@ def benchmark_files() -> list[Path]:
     return sorted(BENCHMARKS.glob("*.json"))
 
 
+def _met(v) -> str:
+    return "n/a (quick)" if v is None else ("yes" if v else "**no**")
+
+
+def speed_section(d: dict) -> list[str]:
+    """The ``spherepde bench --speed`` report (``benchmarks/speed.json``): one table row per entry
+    (the ratio against the approach it replaced, the accuracy it is held at, the target), then what
+    each side measured."""
+    rows, details = [], []
+    for key, e in d["entries"].items():
+        acc = "; ".join(f"{text(k)} {cell(v)}" for k, v in (e.get("accuracy") or {}).items()) or "-"
+        rows.append([cell(key), cell(e.get("ratio")), cell(e.get("ratio_of")), cell(e.get("target_ratio")), acc,
+                     cell(e.get("accuracy_bound")), _met(e.get("target_met"))])
+        details += [f"- **{text(key)}** ({text(e.get('what', ''))}): previous approach {text(e.get('old'))}; today {text(e.get('new'))}"]
+    head = ["entry", "ratio (x faster)", "ratio of", "target", "accuracy measured", "held to", "target met"]
+    lines = ["| " + " | ".join(text(h) for h in head) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    return lines + [""] + details + [""]
+
+
 def performance_page(out: Path) -> str:
     lines = [
         "# Performance",
@@ -261,6 +281,8 @@ def performance_page(out: Path) -> str:
             lines += [table(["measurement", "seconds", "first line (s)", "command", "date", "1-min load before"], rows), ""]
         if isinstance(d.get("ratios"), dict):
             lines += [table(["ratio", "value"], list(d["ratios"].items())), ""]
+        if isinstance(d.get("entries"), dict):
+            lines += speed_section(d)
     return "\n".join(lines).rstrip() + "\n"
 
 

@@ -1,11 +1,17 @@
 """``spherepde bench [--json] [--quick]``: performance ratios measured side by side.
 
-What is measured, and how, is :mod:`spherepde.studies.benchmarks`.
+``spherepde bench --speed [--quick] [--only ENTRY ...] [--json] [--out FILE [--force]]``: the long
+runs users wait for, each against the approach it replaced, with the accuracy held
+(:mod:`spherepde.studies.speed`; ``--out benchmarks/speed.json`` is the file the performance page
+of the documentation is written from).
+
+What is measured, and how, is :mod:`spherepde.studies.benchmarks` and :mod:`spherepde.studies.speed`.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 from spherepde.studies.benchmarks import run_benchmarks
@@ -56,7 +62,76 @@ def _print_report(r: dict) -> None:
     print(f"wall time {r['wall_time_s']:.0f} s")
 
 
+def _fmt(v) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:.3g}"
+    return str(v)
+
+
+def _print_speed(r: dict) -> None:
+    m = r["machine"]
+    print(f"spherepde bench --speed{' --quick' if r['quick'] else ''}: {m['cpu_count']} cores, Numba {m['numba_threads']} threads, "
+          f"load average {', '.join(f'{v:.1f}' for v in (m['load_average'] or []))}")
+    for key, e in r["entries"].items():
+        met = {True: "target met", False: "target NOT met", None: "target n/a (quick)"}[e["target_met"]]
+        print(f"{key}: {e['what']}")
+        print(f"    {_fmt(e['ratio'])}x ({e['ratio_of']}; target {_fmt(e['target_ratio'])}x): {met}")
+        print(f"    previous: {e['old']}")
+        print(f"    today:    {e['new']}")
+        acc = ", ".join(f"{k} {_fmt(v)}" for k, v in (e["accuracy"] or {}).items())
+        print(f"    accuracy: {acc} (bound {e['accuracy_bound']})")
+    print(f"wall time {r['wall_time_s']:.0f} s")
+
+
+def _write_report(path: str, report: dict, force: bool) -> int:
+    from pathlib import Path
+
+    from spherepde._base import atomic_write_text
+
+    out = Path(path)
+    if out.exists() and not force:
+        print(f"spherepde bench: {out} exists; pass --force to replace it (or choose another --out)", file=sys.stderr)
+        return 2
+    if not out.parent.is_dir():
+        print(f"spherepde bench: folder {out.parent} does not exist (create it, or choose another --out)", file=sys.stderr)
+        return 2
+    atomic_write_text(out, json.dumps(report, indent=2) + "\n")
+    print(f"wrote {out}", file=sys.stderr)
+    return 0
+
+
+def cmd_speed(args) -> int:
+    from spherepde.studies.speed import ENTRIES, run_speed
+
+    keys = [k for k, _, _ in ENTRIES]
+    bad = [k for k in (args.only or []) if k not in keys]
+    if bad:
+        print(f"spherepde bench: unknown --only entry {', '.join(bad)}; choose from {', '.join(keys)}", file=sys.stderr)
+        return 2
+    if args.out and os.path.exists(args.out) and not args.force:  # checked before the run too: never after a long run
+        print(f"spherepde bench: {args.out} exists; pass --force to replace it (or choose another --out)", file=sys.stderr)
+        return 2
+    if args.out and not os.path.isdir(os.path.dirname(os.path.abspath(args.out))):
+        print(f"spherepde bench: folder {os.path.dirname(args.out)} does not exist (create it, or choose another --out)", file=sys.stderr)
+        return 2
+    report = run_speed(args.quick, progress=None if args.json else (lambda s: print(s, file=sys.stderr)), only=args.only)
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        _print_speed(report)
+    return _write_report(args.out, report, args.force) if args.out else 0
+
+
+
+
 def cmd_bench(args) -> int:
+    if getattr(args, "speed", False):
+        return cmd_speed(args)
+    if getattr(args, "only", None) or getattr(args, "out", None):
+        print("spherepde bench: --only and --out go with --speed", file=sys.stderr)
+        return 2
     report = run_benchmarks(args.quick, progress=None if args.json else (lambda s: print(s, file=sys.stderr)))
     if args.json:
         print(json.dumps(report, indent=2))
@@ -66,9 +141,14 @@ def cmd_bench(args) -> int:
 
 
 def register(sub, common) -> None:
-    b = sub.add_parser("bench", help="performance ratios (direct vs NumPy, fast vs direct, mesh-step scaling, particles, circle sums, circle vs Lax-Friedrichs)")
+    b = sub.add_parser("bench", help="performance ratios (--speed: the long runs against their previous approach; direct vs NumPy, fast vs direct, mesh-step scaling, particles, circle sums, circle vs Lax-Friedrichs)")
     b.add_argument("--json", action="store_true", help="print the report as JSON")
-    b.add_argument("--quick", action="store_true", help="fewer sizes and heads (~20 s instead of ~4 min)")
+    b.add_argument("--quick", action="store_true", help="fewer sizes and heads (~20 s instead of ~4 min); with --speed: shortened problems")
+    b.add_argument("--speed", action="store_true", help="the long runs users wait for (H = 100 path, implicit clustering probe, metastable tokens), "
+                   "each against the approach it replaced, with the accuracy held")
+    b.add_argument("--only", nargs="+", metavar="ENTRY", help="with --speed: only these entries (h100, implicit, tokens)")
+    b.add_argument("--out", metavar="FILE", help="with --speed: also write the report as JSON to FILE (e.g. benchmarks/speed.json)")
+    b.add_argument("--force", action="store_true", help="with --out: replace FILE if it exists")
     common(b)
     b.set_defaults(func=cmd_bench)
 
@@ -79,4 +159,8 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="bench.py", description=__doc__.splitlines()[0])
     p.add_argument("--json", action="store_true")
     p.add_argument("--quick", action="store_true")
+    p.add_argument("--speed", action="store_true")
+    p.add_argument("--only", nargs="+")
+    p.add_argument("--out")
+    p.add_argument("--force", action="store_true")
     return cmd_bench(p.parse_args(argv))
