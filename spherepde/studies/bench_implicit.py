@@ -1,0 +1,134 @@
+"""Benchmark: the implicit clustering probe of issue 36, today's implicit step against the previous one in one process.
+
+The probe (an OU weight path, mean 5, beta = 5 start, H = 4, s = +1, a uniform start with 5 % noise on
+icosphere level 16, the implicit integrator with point masses, records every 0.05)::
+
+    spherepde run --set model.sign=1 --set model.H=4 --set weights.process=ou --set weights.mean=5
+      --set weights.init=beta --set weights.beta=5 --set initial.kind=uniform --set initial.noise=0.05
+      --set mesh.level=16 --set solver.integrator=implicit --set solver.atoms=true --set solver.T=3
+
+is run twice from the same configuration, weight path and mesh, stepped record by record as
+``spherepde run`` does (:func:`~spherepde.solvers.protocol.advance_through`):
+
+* ``old``: :class:`~spherepde.solvers.integrators.ImplicitUpwind` with ``legacy=True`` -- the sparse LU
+  solve, and one attention sum over cells and point masses together at every evaluation;
+* ``new``: the default -- the upwind sweep (:func:`~spherepde.solvers.implicit.implicit_upwind_step`),
+  point masses summed directly, the cells' sums kept while the cells do not change and updated by the
+  cells that do, and skipped under the bound of docs/model.md §4.10.
+
+Returned (JSON-able): wall times, steps, evaluations of the state and full cell sums, the ratio per unit of
+simulated time (old wall / new wall; both cover the same T), the largest relative differences of
+``energy``, ``G2`` and ``n_clusters`` over the records, and ``target_met`` (ratio >= 5 and every
+difference <= 1e-3, the issue's criterion). ``quick``: T = 1.5 (the collapse at t = 1.24 and a little after).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+
+import numpy as np
+
+__all__ = ["PROBE", "bench_implicit"]
+
+#: The probe's settings (issue 36).
+PROBE = {"model.sign": 1, "model.H": 4, "weights.process": "ou", "weights.mean": 5.0, "weights.init": "beta", "weights.beta": 5.0,
+         "initial.kind": "uniform", "initial.noise": 0.05, "mesh.level": 16, "solver.integrator": "implicit", "solver.atoms": True}
+
+#: The columns compared record by record, and the relative difference allowed (issue 36).
+COLUMNS = ("energy", "G2", "n_clusters")
+TOLERANCE = 1e-3
+TARGET_RATIO = 5.0
+
+
+def _config(T: float, overrides: dict | None = None):
+    """The default configuration with the probe's settings, T and ``overrides`` (keys "section.name")."""
+    from spherepde.runs.config import config_from_dict
+
+    data: dict = {}
+    for key, value in {**PROBE, "solver.T": T, "output.record_dt": 0.05, **(overrides or {})}.items():
+        sec, _, name = key.partition(".")
+        data.setdefault(sec, {})[name] = value
+    return config_from_dict(data)
+
+
+@contextlib.contextmanager
+def _counting(solver):
+    """Count the solver's evaluations of a state (``n``) while inside."""
+    counts = {"n": 0}
+    evaluate = solver._evaluate
+
+    def counted(*args, **kwargs):
+        counts["n"] += 1
+        return evaluate(*args, **kwargs)
+
+    solver._evaluate = counted
+    try:
+        yield counts
+    finally:
+        del solver._evaluate
+
+
+def _run(cfg, path, mesh, legacy: bool) -> dict:
+    from spherepde.runs.runner import build_solver
+    from spherepde.solvers.integrators import ImplicitUpwind
+    from spherepde.solvers.protocol import advance_through
+
+    solver = build_solver(cfg, path, mesh=mesh)
+    solver.stepper = ImplicitUpwind("implicit", 1, ("mesh",), legacy=legacy)
+    solver.points._kept_sums = None
+    n_cell_sums0 = solver.points.n_cell_sums
+    T, rdt = cfg.solver.T, cfg.output.record_dt
+    times = [k * rdt for k in range(1, int(round(T / rdt)) + 1)]
+    rows = [solver.record()]
+    with _counting(solver) as counts:
+        wall = time.perf_counter()
+        for _i, _t, row in advance_through(solver, times):
+            rows.append(row)
+        wall = time.perf_counter() - wall
+    return {"wall_s": wall, "steps": int(solver.step_count), "evaluations": counts["n"],
+            "full_cell_sums": int(solver.points.n_cell_sums - n_cell_sums0), "merges": len(solver.points.merges),
+            "rows": rows}
+
+
+def _max_rel(a: list, b: list, col: str) -> float:
+    x = np.array([float(r[col]) for r in a])
+    y = np.array([float(r[col]) for r in b])
+    return float(np.max(np.abs(x - y) / np.maximum(np.abs(x), 1e-300)))
+
+
+def bench_implicit(quick: bool, *, T: float | None = None, overrides: dict | None = None) -> dict:
+    """The probe old and new in one process (module docstring); a warm-up step of each compiles first."""
+    from spherepde.runs.runner import build_mesh, build_weight_path
+
+    T = (1.5 if quick else 3.0) if T is None else float(T)
+    cfg = _config(T, overrides)
+    path = build_weight_path(cfg)
+    mesh = build_mesh(cfg)
+    warm = _config(0.05, overrides)
+    for legacy in (True, False):  # compile everything both routes use
+        _run(warm, build_weight_path(warm), mesh, legacy)
+    old = _run(cfg, path, mesh, legacy=True)
+    new = _run(cfg, path, mesh, legacy=False)
+    diffs = {col: _max_rel(old["rows"], new["rows"], col) for col in COLUMNS}
+    ratio = old["wall_s"] / new["wall_s"]
+    strip = ("rows",)
+    return {
+        "probe": {**PROBE, "solver.T": T},
+        "T": T,
+        "records": len(old["rows"]),
+        "old": {k: v for k, v in old.items() if k not in strip},
+        "new": {k: v for k, v in new.items() if k not in strip},
+        "ratio_per_unit_time": ratio,
+        "max_rel_diff": diffs,
+        "tolerance": TOLERANCE,
+        "target_ratio": TARGET_RATIO,
+        "target_met": bool(ratio >= TARGET_RATIO and all(d <= TOLERANCE for d in diffs.values())),
+    }
+
+
+if __name__ == "__main__":  # pragma: no cover - manual use
+    import json
+    import sys
+
+    print(json.dumps(bench_implicit("--quick" in sys.argv), indent=1))
