@@ -218,7 +218,7 @@ class PointMasses:
         if src.size == 0:
             return (*pts, 0.0)
         at_points = attention_moments(atom_x, g.nodes[src], masses[src], A, want_q=want_q, log=True, summation="direct")
-        m_cells = float(np.sum(masses[src]))
+        m_cells = float(np.sum(masses))
         top = _log_add(at_points, tuple(None if a is None else a[nc:] for a in pts))
         cells = tuple(None if a is None else a[:nc] for a in pts)
         skipped = 2.0 * m_cells if 2.0 * m_cells <= SKIP_SHARE * ms.tol else 0.0
