@@ -59,6 +59,22 @@ SKIP_SHARE = 0.1
 UPDATE_CELLS = 64
 
 
+def _direct_few(X, Y, w, A, want_q: bool):
+    """(log Z_h, Y_h/Z_h, Q_h/Z_h or None) at targets X (m, d) over sources Y (k, d) with weights w > 0 (k,),
+    summed directly; where the targets or the sources are few (point masses), by NumPy's log-sum-exp over
+    the (m, H, k) exponents x_i^T A_h y_j, which costs less than a kernel made for many sources; else the
+    direct kernels of :func:`~spherepde.attention.attention_moments`."""
+    if min(X.shape[0], Y.shape[0]) > 8:
+        return attention_moments(X, Y, w, A, want_q=want_q, log=True, summation="direct")
+    s = np.einsum("id,hjd->ihj", X, np.einsum("hde,je->hjd", A, Y)) + np.log(w)
+    c = s.max(axis=2)
+    e = np.exp(s - c[..., None])
+    z = e.sum(axis=2)
+    p = e / z[..., None]
+    Qbar = np.einsum("ihj,ij->ih", p, (X @ Y.T) ** 2) if want_q else None
+    return np.log(z) + c, p @ Y, Qbar
+
+
 def _log_add(a, b):
     """The sums of two source sets in log form: (log Z, Y/Z, Q/Z or None) of each, combined (log Z = logaddexp)."""
     logZ = np.logaddexp(a[0], b[0])
@@ -213,11 +229,11 @@ class PointMasses:
         g = self.geom
         nc = g.n_cells
         X = np.concatenate([g.nodes, atom_x])
-        pts = attention_moments(X, atom_x, self.m, A, want_q=want_q, log=True, summation="direct")
+        pts = _direct_few(X, atom_x, self.m, A, want_q)
         src = np.flatnonzero(masses > 1e-16)  # empty cells and the sparse solve's round-off masses add nothing
         if src.size == 0:
             return (*pts, 0.0)
-        at_points = attention_moments(atom_x, g.nodes[src], masses[src], A, want_q=want_q, log=True, summation="direct")
+        at_points = _direct_few(atom_x, g.nodes[src], masses[src], A, want_q)
         m_cells = float(np.sum(masses))
         top = _log_add(at_points, tuple(None if a is None else a[nc:] for a in pts))
         cells = tuple(None if a is None else a[:nc] for a in pts)
@@ -267,9 +283,9 @@ class PointMasses:
         out = sums
         up, down = dm > 0.0, dm < 0.0
         if up.any():
-            out = _log_add(out, attention_moments(X, y[up], dm[up], A, want_q=want_q, log=True, summation="direct"))
+            out = _log_add(out, _direct_few(X, y[up], dm[up], A, want_q))
         if down.any():
-            rem = attention_moments(X, y[down], -dm[down], A, want_q=want_q, log=True, summation="direct")
+            rem = _direct_few(X, y[down], -dm[down], A, want_q)
             r = np.exp(rem[0] - out[0])  # the removed share of Z_h
             if not np.all(r <= 0.5):
                 return None

@@ -194,3 +194,19 @@ def test_one_full_cell_sum_per_implicit_solve(monkeypatch, share, rel):
     for r, q in zip(rows, runs["legacy"][3]):
         assert r["energy"] == pytest.approx(q["energy"], rel=rel)
         assert r["n_clusters"] == q["n_clusters"]
+
+
+@pytest.mark.parametrize("m,k", [(500, 2), (2, 500), (3, 3)])
+def test_few_point_sums_are_the_direct_sums(m, k):
+    """The NumPy sums over few sources (or at few targets) of the point masses equal the direct kernels."""
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(m, 3))
+    X /= np.linalg.norm(X, axis=1)[:, None]
+    Y = rng.normal(size=(k, 3))
+    Y /= np.linalg.norm(Y, axis=1)[:, None]
+    w = rng.random(k) + 1e-3
+    A = rng.normal(size=(3, 3, 3)) * 4.0
+    few = atoms_mod._direct_few(X, Y, w, A, True)
+    ref = attention_moments(X, Y, w, A, want_q=True, log=True, summation="direct")
+    for a, b in zip(few, ref):
+        assert np.max(np.abs(a - b)) <= 1e-12 * max(1.0, np.max(np.abs(b)))
