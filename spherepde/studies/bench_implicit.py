@@ -16,8 +16,10 @@ is run twice from the same configuration, weight path and mesh, stepped record b
   point masses summed directly, the cells' sums kept while the cells do not change and updated by the
   cells that do, and skipped under the bound of docs/model.md §4.10.
 
-Returned (JSON-able): wall times, steps, evaluations of the state and full cell sums, the ratio per unit of
-simulated time (old wall / new wall; both cover the same T), the largest relative differences of
+The two are stepped record by record in turn, each segment timed on its own (a change of the machine's
+load hits both alike). Returned (JSON-able): wall times, steps, evaluations of the state and full cell sums, the ratio per unit of
+simulated time (old wall / new wall; both cover the same T) and over the records after the collapse
+(point masses holding more than half of the mass), the largest relative differences of
 ``energy``, ``G2`` and ``n_clusters`` over the records, and ``target_met`` (ratio >= 5 and every
 difference <= 1e-3, the issue's criterion). ``quick``: T = 1.5 (the collapse at t = 1.24 and a little after).
 """
@@ -69,26 +71,40 @@ def _counting(solver):
         del solver._evaluate
 
 
-def _run(cfg, path, mesh, legacy: bool) -> dict:
+def _solver(cfg, path, mesh, legacy: bool):
     from spherepde.runs.runner import build_solver
     from spherepde.solvers.integrators import ImplicitUpwind
-    from spherepde.solvers.protocol import advance_through
 
     solver = build_solver(cfg, path, mesh=mesh)
     solver.stepper = ImplicitUpwind("implicit", 1, ("mesh",), legacy=legacy)
-    solver.points._kept_sums = None
-    n_cell_sums0 = solver.points.n_cell_sums
+    return solver
+
+
+def _run_both(cfg, path, mesh) -> dict:
+    """Old and new stepped record by record in turn (so that a change of the machine's load hits both alike);
+    per route: the wall time summed over its own segments, steps, evaluations, full cell sums, records."""
+    from spherepde.solvers.protocol import advance_through
+
+    solvers = {"old": _solver(cfg, path, mesh, True), "new": _solver(cfg, path, mesh, False)}
     T, rdt = cfg.solver.T, cfg.output.record_dt
     times = [k * rdt for k in range(1, int(round(T / rdt)) + 1)]
-    rows = [solver.record()]
-    with _counting(solver) as counts:
-        wall = time.perf_counter()
-        for _i, _t, row in advance_through(solver, times):
-            rows.append(row)
-        wall = time.perf_counter() - wall
-    return {"wall_s": wall, "steps": int(solver.step_count), "evaluations": counts["n"],
-            "full_cell_sums": int(solver.points.n_cell_sums - n_cell_sums0), "merges": len(solver.points.merges),
-            "rows": rows}
+    out = {}
+    with contextlib.ExitStack() as stack:
+        for name, s in solvers.items():
+            out[name] = {"wall_s": 0.0, "segments": [], "counts": stack.enter_context(_counting(s)), "sums0": s.points.n_cell_sums,
+                         "rows": [s.record()]}
+        for t in times:
+            for name, s in solvers.items():
+                wall = time.perf_counter()
+                _i, _t, row = next(advance_through(s, [t]))
+                out[name]["segments"].append(time.perf_counter() - wall)
+                out[name]["wall_s"] += out[name]["segments"][-1]
+                out[name]["rows"].append(row)
+    for name, s in solvers.items():
+        o = out[name]
+        o.update(steps=int(s.step_count), evaluations=o.pop("counts")["n"], full_cell_sums=int(s.points.n_cell_sums - o.pop("sums0")),
+                 merges=len(s.points.merges))
+    return out
 
 
 def _max_rel(a: list, b: list, col: str) -> float:
@@ -106,13 +122,16 @@ def bench_implicit(quick: bool, *, T: float | None = None, overrides: dict | Non
     path = build_weight_path(cfg)
     mesh = build_mesh(cfg)
     warm = _config(0.05, overrides)
-    for legacy in (True, False):  # compile everything both routes use
-        _run(warm, build_weight_path(warm), mesh, legacy)
-    old = _run(cfg, path, mesh, legacy=True)
-    new = _run(cfg, path, mesh, legacy=False)
+    _run_both(warm, build_weight_path(warm), mesh)  # compile everything both routes use
+    both = _run_both(cfg, path, mesh)
+    old, new = both["old"], both["new"]
     diffs = {col: _max_rel(old["rows"], new["rows"], col) for col in COLUMNS}
     ratio = old["wall_s"] / new["wall_s"]
-    strip = ("rows",)
+    # the records after the collapse (the point masses hold more than half of the mass)
+    after = [i for i, r in enumerate(old["rows"][1:]) if float(r["atom_mass"]) > 0.5]
+    t_after = float(old["rows"][after[0] + 1]["t"]) if after else None
+    ratio_after = sum(old["segments"][i] for i in after) / sum(new["segments"][i] for i in after) if after else None
+    strip = ("rows", "segments")
     return {
         "probe": {**PROBE, "solver.T": T},
         "T": T,
@@ -120,6 +139,8 @@ def bench_implicit(quick: bool, *, T: float | None = None, overrides: dict | Non
         "old": {k: v for k, v in old.items() if k not in strip},
         "new": {k: v for k, v in new.items() if k not in strip},
         "ratio_per_unit_time": ratio,
+        "collapsed_from_t": t_after,
+        "ratio_after_collapse": ratio_after,
         "max_rel_diff": diffs,
         "tolerance": TOLERANCE,
         "target_ratio": TARGET_RATIO,
