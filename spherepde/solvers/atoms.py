@@ -61,18 +61,30 @@ UPDATE_CELLS = 64
 
 def _direct_few(X, Y, w, A, want_q: bool):
     """(log Z_h, Y_h/Z_h, Q_h/Z_h or None) at targets X (m, d) over sources Y (k, d) with weights w > 0 (k,),
-    summed directly; where the targets or the sources are few (point masses), by NumPy's log-sum-exp over
-    the (m, H, k) exponents x_i^T A_h y_j, which costs less than a kernel made for many sources; else the
+    summed directly; over a few sources (point masses) by NumPy's log-sum-exp of the exponents
+    x_i^T A_h y_j, one source at a time, which costs less than a kernel made for many sources; else by the
     direct kernels of :func:`~spherepde.attention.attention_moments`."""
-    if min(X.shape[0], Y.shape[0]) > 8:
+    k = Y.shape[0]
+    if k > 8:
         return attention_moments(X, Y, w, A, want_q=want_q, log=True, summation="direct")
-    s = np.einsum("id,hjd->ihj", X, np.einsum("hde,je->hjd", A, Y)) + np.log(w)
-    c = s.max(axis=2)
+    m, H = X.shape[0], A.shape[0]
+    B = (A @ Y.T).transpose(0, 2, 1).reshape(H * k, -1)  # row (h, j): A_h y_j
+    s = (X @ B.T).reshape(m, H, k) + np.log(w)
+    c = s[:, :, 0].copy()
+    for j in range(1, k):
+        np.maximum(c, s[:, :, j], out=c)
     e = np.exp(s - c[..., None])
-    z = e.sum(axis=2)
+    z = e[:, :, 0].copy()
+    for j in range(1, k):
+        z += e[:, :, j]
     p = e / z[..., None]
-    Qbar = np.einsum("ihj,ij->ih", p, (X @ Y.T) ** 2) if want_q else None
-    return np.log(z) + c, p @ Y, Qbar
+    Qbar = None
+    if want_q:
+        xy2 = (X @ Y.T) ** 2
+        Qbar = p[:, :, 0] * xy2[:, 0, None]
+        for j in range(1, k):
+            Qbar += p[:, :, j] * xy2[:, j, None]
+    return np.log(z) + c, (p.reshape(m * H, k) @ Y).reshape(m, H, -1), Qbar
 
 
 def _log_add(a, b):
