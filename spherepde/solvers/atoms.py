@@ -426,7 +426,10 @@ class PointMasses:
         g = self.geom
         tree = self.node_tree()
         changed = False
-        cand = np.flatnonzero((rho >= self.dense_floor) & local_maxima(g, rho))
+        dense = rho >= self.dense_floor
+        if not dense.any():  # no candidate: no pass over the cells' neighbours
+            return False
+        cand = np.flatnonzero(dense & local_maxima(g, rho))
         for c in cand[np.argsort(-rho[cand], kind="stable")]:
             if masses[c] <= 0.0:
                 continue
