@@ -31,7 +31,7 @@ import time
 
 import numpy as np
 
-__all__ = ["PROBE", "bench_implicit"]
+__all__ = ["PROBE", "bench_example", "bench_implicit"]
 
 #: The probe's settings (issue 36).
 PROBE = {"model.sign": 1, "model.H": 4, "weights.process": "ou", "weights.mean": 5.0, "weights.init": "beta", "weights.beta": 5.0,
@@ -103,7 +103,7 @@ def _run_both(cfg, path, mesh) -> dict:
     for name, s in solvers.items():
         o = out[name]
         o.update(steps=int(s.step_count), evaluations=o.pop("counts")["n"], full_cell_sums=int(s.points.n_cell_sums - o.pop("sums0")),
-                 merges=len(s.points.merges))
+                 merges=len(s.points.merges), merge_list=list(s.points.merges))
     return out
 
 
@@ -125,6 +125,8 @@ def bench_implicit(quick: bool, *, T: float | None = None, overrides: dict | Non
     _run_both(warm, build_weight_path(warm), mesh)  # compile everything both routes use
     both = _run_both(cfg, path, mesh)
     old, new = both["old"], both["new"]
+    for o in (old, new):
+        o.pop("merge_list")
     diffs = {col: _max_rel(old["rows"], new["rows"], col) for col in COLUMNS}
     ratio = old["wall_s"] / new["wall_s"]
     # the records after the collapse (the point masses hold more than half of the mass)
@@ -148,8 +150,40 @@ def bench_implicit(quick: bool, *, T: float | None = None, overrides: dict | Non
     }
 
 
+def bench_example(name: str = "metastable-mesh", *, T: float | None = None, overrides: dict | None = None) -> dict:
+    """A shipped example with the implicit integrator (default ``metastable-mesh``, in full), old and new in one
+    process as :func:`bench_implicit` does, with both routes' merge times and their largest relative difference."""
+    from pathlib import Path
+
+    from spherepde.runs.config import load_config
+    from spherepde.runs.configs import __file__ as examples_file
+    from spherepde.runs.runner import build_mesh, build_weight_path
+
+    extra = {**({} if T is None else {"solver.T": float(T)}), **(overrides or {})}
+    cfg = load_config(Path(examples_file).parent / f"{name}.toml", extra)
+    mesh = build_mesh(cfg)
+    warm = load_config(Path(examples_file).parent / f"{name}.toml", {**extra, "solver.T": cfg.output.record_dt})
+    _run_both(warm, build_weight_path(warm), mesh)
+    both = _run_both(cfg, build_weight_path(cfg), mesh)
+    merges = {k: [m[0] for m in both[k].pop("merge_list")] for k in both}
+    diffs = {col: _max_rel(both["old"]["rows"], both["new"]["rows"], col) for col in COLUMNS}
+    n = min(len(merges["old"]), len(merges["new"]))
+    return {
+        "example": name, "T": cfg.solver.T, "overrides": extra, "records": len(both["old"]["rows"]),
+        "old": {k: v for k, v in both["old"].items() if k not in ("rows", "segments")},
+        "new": {k: v for k, v in both["new"].items() if k not in ("rows", "segments")},
+        "ratio_per_unit_time": both["old"]["wall_s"] / both["new"]["wall_s"],
+        "merge_times": merges,
+        "merge_rel_diff": max((abs(a - b) / abs(a) for a, b in zip(merges["old"][:n], merges["new"][:n])), default=0.0),
+        "max_rel_diff": diffs,
+    }
+
+
 if __name__ == "__main__":  # pragma: no cover - manual use
     import json
     import sys
 
-    print(json.dumps(bench_implicit("--quick" in sys.argv), indent=1))
+    if "--example" in sys.argv:
+        print(json.dumps(bench_example(sys.argv[sys.argv.index("--example") + 1]), indent=1))
+    else:
+        print(json.dumps(bench_implicit("--quick" in sys.argv), indent=1))
