@@ -33,7 +33,7 @@ from spherepde.solvers.errors import positive
 from spherepde.solvers.fv import face_values, fv_rhs, potential_edge_velocity, scheme_g2
 from spherepde.solvers.integrators import STEPPERS, OptionError, Stepper
 
-__all__ = ["DENSE_FLOOR", "UNIT_TOL", "PointMasses", "check_point_masses", "initial_point_masses"]
+__all__ = ["DENSE_FLOOR", "SKIP_SHARE", "UNIT_TOL", "PointMasses", "check_point_masses", "initial_point_masses"]
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +49,51 @@ def dense_floor(d: int) -> float:
 #: A collapse takes a disk about a dense local maximum only when the disk's outer band holds at most this share of its mass
 #: (a disk cut through a cluster: 0.85 measured in metastable-mesh at order 2; whole clusters 0.13-0.23).
 EDGE_SHARE = 0.5
+
+
+#: The cells' sums at the cells are skipped when twice the cells' mass is at most this share of the step's tolerance
+#: (:meth:`PointMasses._sums`; docs/model.md §4.10).
+SKIP_SHARE = 0.1
+
+#: At most this many changed cells update the kept cell sums directly (:meth:`PointMasses._cell_sums`) instead of a full sum.
+UPDATE_CELLS = 64
+
+
+def _direct_few(X, Y, w, A, want_q: bool):
+    """(log Z_h, Y_h/Z_h, Q_h/Z_h or None) at targets X (m, d) over sources Y (k, d) with weights w > 0 (k,),
+    summed directly; over a few sources (point masses) by NumPy's log-sum-exp of the exponents
+    x_i^T A_h y_j, one source at a time, which costs less than a kernel made for many sources; else by the
+    direct kernels of :func:`~spherepde.attention.attention_moments`."""
+    k = Y.shape[0]
+    if k > 8:
+        return attention_moments(X, Y, w, A, want_q=want_q, log=True, summation="direct")
+    m, H = X.shape[0], A.shape[0]
+    B = (A @ Y.T).transpose(0, 2, 1).reshape(H * k, -1)  # row (h, j): A_h y_j
+    s = (X @ B.T).reshape(m, H, k) + np.log(w)
+    c = s[:, :, 0].copy()
+    for j in range(1, k):
+        np.maximum(c, s[:, :, j], out=c)
+    e = np.exp(s - c[..., None])
+    z = e[:, :, 0].copy()
+    for j in range(1, k):
+        z += e[:, :, j]
+    p = e / z[..., None]
+    Qbar = None
+    if want_q:
+        xy2 = (X @ Y.T) ** 2
+        Qbar = p[:, :, 0] * xy2[:, 0, None]
+        for j in range(1, k):
+            Qbar += p[:, :, j] * xy2[:, j, None]
+    return np.log(z) + c, (p.reshape(m * H, k) @ Y).reshape(m, H, -1), Qbar
+
+
+def _log_add(a, b):
+    """The sums of two source sets in log form: (log Z, Y/Z, Q/Z or None) of each, combined (log Z = logaddexp)."""
+    logZ = np.logaddexp(a[0], b[0])
+    wa, wb = np.exp(a[0] - logZ), np.exp(b[0] - logZ)
+    Ybar = wa[..., None] * a[1] + wb[..., None] * b[1]
+    Qbar = None if a[2] is None else wa * a[2] + wb * b[2]
+    return logZ, Ybar, Qbar
 
 
 #: A point mass lies on the sphere when ||x| - 1| <= UNIT_TOL (positions are renormalised every step).
@@ -121,6 +166,10 @@ class PointMasses:
         #: merge events: (t, m1, m2, angle) per merge
         self.merges: list[tuple[float, float, float, float]] = []
         self._tree = None
+        #: the cells' sums at the cells, kept for the next evaluation (:meth:`_cell_sums`), and how many were computed in full
+        self._kept_sums: tuple | None = None
+        self._kept_masses: tuple | None = None  # after a restore: the masses and A_h of the kept sums, to sum again
+        self.n_cell_sums = 0
         #: the last step's interpolant (:meth:`remember_step`), used by the next merge test only
         self._step: _StepPath | None = None
 
@@ -154,11 +203,16 @@ class PointMasses:
         m = np.concatenate([rho * g.areas, self.m])
         A, V = ms.path.matrices(t)
         sigma = ms.path.sigma
-        # empty cells add nothing to the sums; neither do the round-off masses the sparse solve
-        # leaves in them (below 1e-16 of the total, far below the sums' accuracy)
-        src = np.flatnonzero(m > 1e-16)
-        logZ, Ybar, Qbar = attention_moments(X, X[src], m[src], A, want_q=sigma > 0, log=True, summation=ms.summation,
-                                             tol=ms.summation_tol, tol_moments=ms.diagnostics_tol)
+        skipped = 0.0
+        if getattr(ms.stepper, "legacy", False):  # the previous route: one sum over cells and point masses together
+            # empty cells add nothing to the sums; neither do the round-off masses the sparse solve
+            # leaves in them (below 1e-16 of the total, far below the sums' accuracy)
+            src = np.flatnonzero(m > 1e-16)
+            self.n_cell_sums += 1
+            logZ, Ybar, Qbar = attention_moments(X, X[src], m[src], A, want_q=sigma > 0, log=True, summation=ms.summation,
+                                                 tol=ms.summation_tol, tol_moments=ms.diagnostics_tol)
+        else:
+            logZ, Ybar, Qbar, skipped = self._sums(ms, m[:nc], atom_x, A, sigma > 0)
         if g.d == 3:
             rates = fused_rates(X, m, logZ, Ybar, Qbar, V, ms.path.drift_at(t), sigma, normalised=ms.normalised)
         else:  # the fused kernel is d = 3 only
@@ -172,9 +226,87 @@ class PointMasses:
         rates["transport_atoms"] = float(np.sum(self.m * np.sum(gx * v, axis=1)))
         rates["G2_scheme"] = scheme_g2(g, logZ[:nc], u, flux, normalised=ms.normalised) + rates["G2_atoms"]
         rates["logZ"] = logZ[:nc]
+        rates["cells_skipped"] = skipped
         rates["Phi"] = rates["Phi"][:nc]
         rates["xi"] = rates["xi"][:nc]
         return u, rhs, faces, rates, v
+
+    def _sums(self, ms, masses: np.ndarray, atom_x: np.ndarray, A: np.ndarray, want_q: bool):
+        """(log Z_h, Y_h/Z_h, Q_h/Z_h or None, skipped) at the cells' nodes and then the point masses, summed by
+        source (docs/model.md §4.10): the point masses directly at every target (k sources), the cells directly at
+        the point masses (k targets), the cells at the cells by ``ms.summation`` (:meth:`_cell_sums`, kept while
+        the cells do not change) -- or, when the cells' mass m_c is at most ``SKIP_SHARE * ms.tol / 2``,
+        not at all: then ``skipped`` = 2 m_c, the most by which the cells' mass after the step can differ from the
+        step with those sums (both steps keep the cells' mass and its sign), which the step's error estimate adds."""
+        g = self.geom
+        nc = g.n_cells
+        X = np.concatenate([g.nodes, atom_x])
+        pts = _direct_few(X, atom_x, self.m, A, want_q)
+        src = np.flatnonzero(masses > 1e-16)  # empty cells and the sparse solve's round-off masses add nothing
+        if src.size == 0:
+            return (*pts, 0.0)
+        at_points = _direct_few(atom_x, g.nodes[src], masses[src], A, want_q)
+        m_cells = float(np.sum(masses))
+        top = _log_add(at_points, tuple(None if a is None else a[nc:] for a in pts))
+        cells = tuple(None if a is None else a[:nc] for a in pts)
+        skipped = 2.0 * m_cells if 2.0 * m_cells <= SKIP_SHARE * ms.tol else 0.0
+        if not skipped:
+            cells = _log_add(self._cell_sums(ms, np.where(masses > 1e-16, masses, 0.0), A, want_q), cells)
+        logZ, Ybar, Qbar = (None if a is None else np.concatenate([a, b]) for a, b in zip(cells, top))
+        return logZ, Ybar, Qbar, skipped
+
+    def _cell_sums(self, ms, masses: np.ndarray, A: np.ndarray, want_q: bool):
+        """(log Z_h, Y_h/Z_h, Q_h/Z_h) of the cells (masses (nc,), zero where empty) at the cells' nodes by
+        ``ms.summation``. The last full sum is kept with its masses: the same masses return it; where at most
+        :data:`UPDATE_CELLS` cells differ from them (an absorption, a collapse), it is updated by those cells'
+        changes, summed directly (:meth:`_update_sums`; always from the kept full sum, so the result depends on
+        the kept masses and the new ones only, and a resume that recomputes the kept sum from its masses,
+        :meth:`state`, continues bit for bit); otherwise the full sum, which is then kept."""
+        g = self.geom
+        key = (A.tobytes(), bool(want_q), ms.summation, ms.summation_tol, ms.diagnostics_tol)
+        if self._kept_sums is None and self._kept_masses is not None:  # after a restore: the kept sum again
+            (base, A_kept), self._kept_masses = self._kept_masses, None
+            if np.array_equal(A_kept, A):
+                self._kept_sums = (key, base, self._full_cell_sums(ms, base, A, want_q), A.copy())
+        kept = self._kept_sums
+        if kept is not None and kept[0] == key:
+            base, sums = kept[1], kept[2]
+            changed = np.flatnonzero(base != masses)
+            if changed.size == 0:
+                return sums
+            if changed.size <= UPDATE_CELLS:
+                new = self._update_sums(sums, g.nodes[changed], masses[changed] - base[changed], A, want_q)
+                if new is not None:
+                    return new
+        sums = self._full_cell_sums(ms, masses, A, want_q)
+        self._kept_sums = (key, masses.copy(), sums, A.copy())
+        return sums
+
+    def _full_cell_sums(self, ms, masses, A, want_q):
+        src = np.flatnonzero(masses > 0.0)
+        self.n_cell_sums += 1
+        return attention_moments(self.geom.nodes, self.geom.nodes[src], masses[src], A, want_q=want_q, log=True,
+                                 summation=ms.summation, tol=ms.summation_tol, tol_moments=ms.diagnostics_tol)
+
+    def _update_sums(self, sums, y, dm, A, want_q):
+        """The kept sums plus the sources y (j, d) with mass changes dm (j,), summed directly; None where the
+        removed part exceeds half of Z_h at some node (the kept sums' error, relative to Z_h, would more than double)."""
+        X = self.geom.nodes
+        out = sums
+        up, down = dm > 0.0, dm < 0.0
+        if up.any():
+            out = _log_add(out, _direct_few(X, y[up], dm[up], A, want_q))
+        if down.any():
+            rem = _direct_few(X, y[down], -dm[down], A, want_q)
+            r = np.exp(rem[0] - out[0])  # the removed share of Z_h
+            if not np.all(r <= 0.5):
+                return None
+            keep = 1.0 - r
+            logZ = out[0] + np.log1p(-r)
+            Ybar = (out[1] - r[..., None] * rem[1]) / keep[..., None]
+            Qbar = None if out[2] is None else (out[2] - r * rem[2]) / keep
+            out = (logZ, Ybar, Qbar)
+        return out
 
     @staticmethod
     def _velocity(A, V, Yk, logZk, y, attention: str = DEFAULT_ATTENTION):
@@ -294,7 +426,10 @@ class PointMasses:
         g = self.geom
         tree = self.node_tree()
         changed = False
-        cand = np.flatnonzero((rho >= self.dense_floor) & local_maxima(g, rho))
+        dense = rho >= self.dense_floor
+        if not dense.any():  # no candidate: no pass over the cells' neighbours
+            return False
+        cand = np.flatnonzero(dense & local_maxima(g, rho))
         for c in cand[np.argsort(-rho[cand], kind="stable")]:
             if masses[c] <= 0.0:
                 continue
@@ -358,9 +493,16 @@ class PointMasses:
         return {"merges": [{"t": t, "m1": m1, "m2": m2, "angle_rad": a} for t, m1, m2, a in self.merges]}
 
     def state(self) -> dict:
-        return {"atom_x": self.x.copy(), "atom_m": self.m.copy(), "merges": np.asarray(self.merges, dtype=np.float64).reshape(-1, 4)}
+        """The point masses, their merges and the cell masses of the kept cell sums (:meth:`_cell_sums`; empty if none)."""
+        kept = self._kept_sums
+        return {"atom_x": self.x.copy(), "atom_m": self.m.copy(), "merges": np.asarray(self.merges, dtype=np.float64).reshape(-1, 4),
+                "cell_sums_masses": np.zeros(0) if kept is None else kept[1].copy(), "cell_sums_A": np.zeros(0) if kept is None else kept[3].copy()}
 
     def restore(self, st: dict) -> None:
+        self._kept_sums = None
+        kept = np.asarray(st.get("cell_sums_masses", np.zeros(0)), dtype=np.float64).reshape(-1)
+        A_kept = np.asarray(st.get("cell_sums_A", np.zeros(0)), dtype=np.float64)
+        self._kept_masses = (kept.copy(), A_kept.copy()) if kept.size == self.geom.n_cells else None
         if "atom_x" in st:
             self.x = np.asarray(st["atom_x"], dtype=np.float64).reshape(-1, self.geom.d).copy()
             self.m = np.asarray(st["atom_m"], dtype=np.float64).reshape(-1).copy()

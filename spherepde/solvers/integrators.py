@@ -350,10 +350,12 @@ class ImplicitUpwind(Stepper):
     """The linearly implicit upwind Euler step of the mesh (docs/model.md §4.5) with local-error control.
 
     The velocity u^n of (rho^n, t_n) is frozen over the step and (C + h K(u^n)) rho^{n+1} =
-    C rho^n is solved (:func:`spherepde.solvers.implicit.implicit_upwind_step`). The error estimate
+    C rho^n is solved (:func:`spherepde.solvers.implicit.implicit_upwind_step`, by one upwind sweep where
+    the matrix is triangular; ``legacy``: by sparse LU). The error estimate
     err = (h/2) sum_c |C_c| |r^{n+1}_c - r^n_c| (r = the explicit d rho/dt of each end state, the
     second derivative of the backward-Euler local error; point masses add (h/2) sum_k m_k |v_k^{n+1}
-    - v_k^n|) accepts the step when err <= ``ms.tol``, else the step is retried with
+    - v_k^n|, and 2 m_c where the cells' sums at the cells were skipped, :meth:`PointMasses._sums
+    <spherepde.solvers.atoms.PointMasses._sums>`) accepts the step when err <= ``ms.tol``, else the step is retried with
     h * max(0.2, 0.9 sqrt(tol/err)); the next step is proposed the same way (growth <= 5x). The
     first step starts from the explicit CFL step; a fixed ``dt`` is taken unchecked. Energy balance
     over the step: d_tE and the energy's change through the weights
@@ -364,6 +366,11 @@ class ImplicitUpwind(Stepper):
     M-matrix, :mod:`spherepde.solvers.implicit`); the error estimate's explicit d rho/dt includes the diffusion, and its
     work and the free energy's dissipation D_F are booked by the trapezoid rule.
     """
+
+    #: the previous route, kept for side-by-side timing (``spherepde.studies.bench_implicit``): the sparse LU solve
+    #: instead of the upwind sweep, and with point masses one attention sum over cells and point masses together
+    #: at every evaluation (docs/model.md §4.6, §4.10)
+    legacy: bool = False
 
     cfl_limited = False
     moves_point_masses = True
@@ -386,12 +393,12 @@ class ImplicitUpwind(Stepper):
                          + (f", or lower model.noise = {ms.noise:g} (diffusion this fast relaxes the density within the floor)" if ms.noise > 0 else ""))
             t_end = _end_time(ms, t, h_try, t_stop)
             h = _positive_step(ms, t_end, h_try, t_stop)
-            new = implicit_upwind_step(g, ms.rho, ev0.u, h, ms.noise, w)
+            new = implicit_upwind_step(g, ms.rho, ev0.u, h, ms.noise, w, solve="lu" if self.legacy else "sweep")
             new_x = None if pts is None else pts.predict(h, ev0.atom_v)
             ev1 = ms._evaluate(new, t_end, new_x)
             err = 0.5 * h * float(np.sum(np.abs(g.areas * ev1.rhs - r0_mass)))
-            if pts is not None:
-                err += pts.error(h, ev0.atom_v, ev1.atom_v)
+            if pts is not None:  # the positions' error, and the bound of cell sums skipped (PointMasses._sums)
+                err += pts.error(h, ev0.atom_v, ev1.atom_v) + max(ev0.rates["cells_skipped"], ev1.rates["cells_skipped"])
             fac = 5.0 if err == 0.0 else min(5.0, max(0.2, 0.9 * math.sqrt(ms.tol / err)))
             if ms.dt is not None or err <= ms.tol:
                 if pts is not None:  # Heun for the point masses: the corrected positions

@@ -1,0 +1,212 @@
+"""The implicit step that costs what it moves (issue 36): the upwind sweep against the sparse LU, the point
+masses' sums by source against one sum over the whole measure, the kept cell sums, the skip bound of the
+cells' sums, and one full cell sum per accepted step -- each against the previous route (``legacy``)."""
+
+import math
+
+import numpy as np
+import pytest
+
+import spherepde as sp
+from spherepde import densities
+from spherepde.attention import attention_moments
+from spherepde.solvers import atoms as atoms_mod
+from spherepde.solvers.fv import face_values, fv_geometry, potential_edge_velocity, rigid_rotation_edge_velocity
+from spherepde.solvers.implicit import _upwind_sweep, face_weights, implicit_upwind_step
+from spherepde.solvers.integrators import ImplicitUpwind
+from spherepde.solvers.mesh import MeshSolver
+
+LEGACY = ImplicitUpwind("implicit", 1, ("mesh",), legacy=True)
+
+
+@pytest.fixture(scope="module")
+def geom8():
+    return fv_geometry(sp.icosphere(8))
+
+
+def _state(geom, seed=0):
+    rng = np.random.default_rng(seed)
+    phi = np.sin(3.0 * geom.nodes[:, 0]) + geom.nodes[:, 2] ** 2
+    return potential_edge_velocity(geom, phi, 1.0), 1.0 + rng.random(geom.n_cells)
+
+
+@pytest.mark.parametrize("h", [1e-3, 0.1, 10.0])
+@pytest.mark.parametrize("order", [1, 2])
+def test_upwind_sweep_is_the_lu_solution(geom8, h, order):
+    """A potential velocity makes the matrix triangular: the sweep solves it exactly (round-off from the LU), positive, mass kept."""
+    u, rho = _state(geom8)
+    w = face_weights(geom8, rho, face_values(geom8, rho, 2)) if order == 2 else None
+    lu = implicit_upwind_step(geom8, rho, u, h, weights=w, solve="lu")
+    sweep = implicit_upwind_step(geom8, rho, u, h, weights=w)
+    assert np.max(np.abs(sweep - lu)) <= 1e-13 * np.max(lu)
+    assert np.all(sweep >= 0.0)
+    assert abs(geom8.areas @ sweep - geom8.areas @ rho) <= 1e-13
+    out = np.empty_like(rho)
+    ones = np.ones(geom8.n_edges)
+    assert _upwind_sweep(geom8.areas, rho, geom8.edge_cells.astype(np.int64), geom8.edge_lengths, u,
+                         ones if w is None else w[0], ones if w is None else w[1], h, out)
+
+
+def test_a_cycle_or_noise_falls_back_to_the_lu(geom8):
+    """A rigid rotation's flow graph has cycles: the sweep says so and the step is the LU's, bit for bit; so with noise."""
+    u = rigid_rotation_edge_velocity(geom8, [0.0, 0.0, 1.0])
+    rho = _state(geom8)[1]
+    out = np.empty_like(rho)
+    ones = np.ones(geom8.n_edges)
+    assert not _upwind_sweep(geom8.areas, rho, geom8.edge_cells.astype(np.int64), geom8.edge_lengths, u, ones, ones, 0.1, out)
+    assert np.array_equal(implicit_upwind_step(geom8, rho, u, 0.1), implicit_upwind_step(geom8, rho, u, 0.1, solve="lu"))
+    u2 = _state(geom8)[0]
+    assert np.array_equal(implicit_upwind_step(geom8, rho, u2, 0.1, 0.05), implicit_upwind_step(geom8, rho, u2, 0.1, 0.05, solve="lu"))
+    with pytest.raises(ValueError, match="solve"):
+        implicit_upwind_step(geom8, rho, u2, 0.1, solve="cholesky")
+
+
+# ----------------------------------------------------------------- point masses: sums by source
+def frozen(beta, T, H=1):
+    return sp.generate_weight_path(sp.FrozenProcess(), H=H, d=3, T=T, dt=T / 4, init="beta", beta=beta, sign=1.0)
+
+
+def _with_points(mesh, cell_mass, *, beta=6.0, T=1.0, H=2, **kw):
+    """Cells holding ``cell_mass`` (a vMF bump) and two point masses holding the rest."""
+    rho = densities.vmf_mixture(mesh, [[0.0, 0.6, 0.8]], [20.0], [1.0])
+    rho = rho * cell_mass / float(rho @ fv_geometry(mesh).areas)
+    x = np.array([[0.0, 0.0, 1.0], [1.0, 0.0, 0.0]])
+    m = np.array([0.6, 0.4]) * (1.0 - cell_mass)
+    return MeshSolver(mesh, rho, frozen(beta, T, H), order=1, integrator="implicit", atoms=True, point_masses=(x, m),
+                      summation="direct", **kw)
+
+
+def test_sums_by_source_equal_one_sum_over_the_measure():
+    """Point masses summed directly, cells at the point masses directly, cells at the cells: the evaluation of
+    one sum over cells and point masses together (the legacy route), to round-off."""
+    mesh = sp.icosphere(6)
+    new = _with_points(mesh, 0.3)
+    old = _with_points(mesh, 0.3)
+    old.stepper = LEGACY
+    a, b = new._evaluate(new.rho, 0.0), old._evaluate(old.rho, 0.0)
+    assert a.rates["cells_skipped"] == 0.0
+    assert np.max(np.abs(a.u - b.u)) <= 1e-12 * np.max(np.abs(b.u))
+    assert np.max(np.abs(a.atom_v - b.atom_v)) <= 1e-12 * np.max(np.abs(b.atom_v))
+    for key in ("energy", "G2", "transport", "G2_scheme"):
+        assert a.rates[key] == pytest.approx(b.rates[key], rel=1e-12), key
+
+
+def test_kept_cell_sums_updated_by_the_cells_that_change():
+    """A few cells changed (emptied, grown): the kept sums updated by them equal the full sum; a change that removes
+    most of Z_h is summed in full."""
+    mesh = sp.icosphere(6)
+    ms = _with_points(mesh, 0.5)
+    pts, g = ms.points, ms.geom
+    A = ms.path.matrices(0.0)[0]
+    masses = ms.rho * g.areas
+    full0 = pts.n_cell_sums
+    pts._cell_sums(ms, masses, A, False)
+    changed = masses.copy()
+    big = np.argsort(-masses)[:3]
+    changed[big] = 0.0
+    changed[:4] += 1e-3
+    upd = pts._cell_sums(ms, changed, A, False)
+    assert pts.n_cell_sums == full0 + 1  # the update summed no cells in full
+    src = np.flatnonzero(changed > 0)
+    ref = attention_moments(g.nodes, g.nodes[src], changed[src], A, log=True, summation="direct")
+    assert np.max(np.abs(upd[0] - ref[0])) <= 1e-12
+    assert np.max(np.abs(upd[1] - ref[1])) <= 1e-12
+    most = masses.copy()
+    most[np.argsort(-masses)[:40]] = 0.0  # most of the bump: more than half of Z_h near it
+    pts._cell_sums(ms, most, A, False)
+    assert pts.n_cell_sums == full0 + 2
+
+
+@pytest.mark.parametrize("cell_mass", [1e-7, 1e-5])
+def test_skipped_cell_sums_stay_within_their_bound(monkeypatch, cell_mass):
+    """Cells' mass m_c with 2 m_c <= SKIP_SHARE tol: their sums at the cells are skipped, the step's error estimate
+    adds 2 m_c, and one step differs from the step with them by at most 2 m_c in the cells' mass, by at most
+    (1/2H) sum_h m_c^2 e^{|A_h|} in energy, and the point masses only by the mass they absorbed."""
+    mesh = sp.icosphere(6)
+    skip = _with_points(mesh, cell_mass, dt=0.05)
+    ev = skip._current()
+    monkeypatch.setattr(atoms_mod, "SKIP_SHARE", 0.0)
+    full = _with_points(mesh, cell_mass, dt=0.05)
+    cell_mass = float(skip.rho @ skip.geom.areas)  # what absorption at the start left
+    assert ev.rates["cells_skipped"] == pytest.approx(2 * cell_mass, rel=1e-12)
+    assert full._current().rates["cells_skipped"] == 0.0
+    monkeypatch.undo()
+    A = skip.path.matrices(0.0)[0]
+    e_bound = np.mean([cell_mass**2 * math.exp(np.linalg.norm(a, 2)) for a in A]) / 2
+    assert abs(ev.rates["energy"] - full._current().rates["energy"]) <= e_bound
+    assert abs(ev.rates["energy"] - full._current().rates["energy"]) > 0.0  # the skipped sums were skipped
+    skip.step(1.0)
+    monkeypatch.setattr(atoms_mod, "SKIP_SHARE", 0.0)
+    full.step(1.0)
+    areas = skip.geom.areas
+    assert float(np.sum(np.abs((skip.rho - full.rho) * areas))) <= 2 * cell_mass
+    # the point masses move alike: only the cells' mass they absorbed can differ (by at most 2 m_c)
+    assert np.max(np.abs(skip.points.x - full.points.x)) <= 1e-12 + 2 * cell_mass / np.min(full.points.m) * skip.points.spread
+    assert np.max(np.abs(skip.points.m - full.points.m)) <= 2 * cell_mass
+
+
+@pytest.mark.parametrize("share,rel", [(0.0, 1e-9), (atoms_mod.SKIP_SHARE, 1e-4)])
+def test_one_full_cell_sum_per_implicit_solve(monkeypatch, share, rel):
+    """Two bumps that collapse and merge: the default route sums the cells in full at most once per implicit solve
+    (plus one per collapse), the legacy route at every evaluation. Their records and merge times agree to 1e-9
+    while the cells' sums are not skipped (SKIP_SHARE = 0), and within the skip's effect otherwise: the remnant
+    mass m_c <= SKIP_SHARE tol / 2 that the cells then move differently is absorbed elsewhere, moving a point mass
+    by at most 2 m_c / m_k times the absorption radius."""
+    from spherepde.solvers import integrators
+
+    solves = {"n": 0}
+    step = integrators.implicit_upwind_step
+
+    def counted(*args, **kw):
+        solves["n"] += 1
+        return step(*args, **kw)
+
+    monkeypatch.setattr(integrators, "implicit_upwind_step", counted)
+    monkeypatch.setattr(atoms_mod, "SKIP_SHARE", share)
+    mesh = sp.icosphere(8)
+    b = [math.sin(1.2), 0.0, math.cos(1.2)]
+    rho = densities.vmf_mixture(mesh, [[0.0, 0.0, 1.0], b], [200.0, 200.0], [0.5, 0.5])
+    runs = {}
+    for name in ("new", "legacy"):
+        ms = MeshSolver(mesh, rho, frozen(8.0, 3.0), order=1, integrator="implicit", atoms=True)
+        if name == "legacy":
+            ms.stepper = LEGACY
+        solves["n"] = 0
+        n0 = ms.points.n_cell_sums
+        evals = {"n": 0}
+        ev = ms._evaluate
+
+        def counted_ev(*a, _ev=ev, _c=evals, **k):
+            _c["n"] += 1
+            return _ev(*a, **k)
+
+        ms._evaluate = counted_ev
+        rows = []
+        for t in (0.5, 1.0, 2.0, 3.0):
+            ms.advance(t)
+            rows.append(ms.record())
+        runs[name] = (ms.points.n_cell_sums - n0, solves["n"], evals["n"], rows, ms.points.merges)
+    sums, n_solves, _, rows, merges = runs["new"]
+    assert len(merges) == 1 and len(runs["legacy"][4]) == 1
+    assert merges[0][0] == pytest.approx(runs["legacy"][4][0][0], rel=rel)
+    assert sums <= n_solves + 3
+    assert runs["legacy"][0] >= 1.8 * sums
+    for r, q in zip(rows, runs["legacy"][3]):
+        assert r["energy"] == pytest.approx(q["energy"], rel=rel)
+        assert r["n_clusters"] == q["n_clusters"]
+
+
+@pytest.mark.parametrize("m,k", [(500, 2), (2, 500), (3, 3)])
+def test_few_point_sums_are_the_direct_sums(m, k):
+    """The NumPy sums over few sources (or at few targets) of the point masses equal the direct kernels."""
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(m, 3))
+    X /= np.linalg.norm(X, axis=1)[:, None]
+    Y = rng.normal(size=(k, 3))
+    Y /= np.linalg.norm(Y, axis=1)[:, None]
+    w = rng.random(k) + 1e-3
+    A = rng.normal(size=(3, 3, 3)) * 4.0
+    few = atoms_mod._direct_few(X, Y, w, A, True)
+    ref = attention_moments(X, Y, w, A, want_q=True, log=True, summation="direct")
+    for a, b in zip(few, ref):
+        assert np.max(np.abs(a - b)) <= 1e-12 * max(1.0, np.max(np.abs(b)))
