@@ -160,7 +160,7 @@ def _passes(acc, ek, T, wsum, rho, tol):  # pragma: no cover - compiled
 
 
 @njit(parallel=True, fastmath=SIMD_FASTMATH)
-def target_kernel_adaptive(X, A, S, want_q, deg_z, tails, wsum, tol_z, tol_m, rho, log_form,
+def _target_kernel(X, A, S, want_q, deg_z, tails, wsum, tol_z, tol_m, rho, log_form,
                            a, b, diag, sub, C, Z, M, Q, bad, degs):  # pragma: no cover - compiled
     """The expansions of all heads at the targets X with the degree stopped a posteriori (module docstring).
 

@@ -945,10 +945,10 @@ def _expand(X, Y, w, A, kappa, degrees, far, wsum, tol, tol_m, l_max, want_q, lo
     Q = np.empty((m, Hn) if want_q else (0, 0))
     bad = np.zeros((m, Hn), dtype=np.uint8)
     if degree_rule == "adaptive":
-        from spherepde.attention.adaptive import tail_table, target_kernel_adaptive
+        from spherepde.attention import adaptive
 
         degs = np.empty((_cdiv(m, _P), Hn, 2), dtype=np.int64)
-        target_kernel_adaptive(X, An, np.ascontiguousarray(S), bool(want_q), deg_z, tail_table(deg_z.shape[0], l_max), wsum,
+        adaptive._target_kernel(X, An, np.ascontiguousarray(S), bool(want_q), deg_z, adaptive.tail_table(deg_z.shape[0], l_max), wsum,
                                tol, tol_m, _round_allowance(Y.shape[0]), bool(log_form), *_legendre_tables(int(deg_z.max())),
                                C, Z, Mom, Q, bad, degs)
         if info is not None:
