@@ -118,8 +118,7 @@ class MeshSolver:
     t : float, step_count : int, rho : (nc,) array, dt_last : float, stepper : Stepper, points : PointMasses (empty without ``atoms``).
     """
 
-    #: use the NumPy route (velocity_from_fields, state_rates) instead of the fused kernel
-    #: :func:`spherepde.model.fused.fused_rates` (a reference for tests and benchmarks)
+    #: use the NumPy route (velocity_from_fields, state_rates) instead of fused_rates (a reference for tests, benchmarks)
     _numpy_rates = False
     _degree_rule = "adaptive"  # the fast sums' degree rule (attention_moments; "a-priori": the previous kernel)
 
