@@ -160,13 +160,14 @@ def _passes(acc, ek, T, wsum, rho, tol):  # pragma: no cover - compiled
 
 
 @njit(parallel=True, fastmath=SIMD_FASTMATH)
-def _target_kernel(X, A, S, want_q, deg_z, tails, wsum, tol_z, tol_m, rho, log_form,
+def _target_kernel(X, A, S, want_q, deg_z, tails, wsum, tol_z, tol_mt, rho, log_form,
                            a, b, diag, sub, C, Z, M, Q, bad, degs):  # pragma: no cover - compiled
     """The expansions of all heads at the targets X with the degree stopped a posteriori (module docstring).
 
     Arguments and outputs as :func:`spherepde.attention.harmonic._target_kernel`, except: ``deg_z[kq]`` is the
     upper limit of the degree (the a-priori degree at ``tol_z``, -1: too large, flagged), ``tails[kq, l]`` =
-    T_l(kq / 64), and ``degs[kb, h]`` receives the degrees reached by block kb for head h (Z, moments)."""
+    T_l(kq / 64), ``degs[kb, h]`` receives the degrees reached by block kb for head h (Z, moments), and the
+    moments' tolerance is per target, ``tol_mt[i]`` (a block uses its targets' smallest)."""
     m_t = X.shape[0]
     H = A.shape[0]
     nmom = 10 if want_q else 4
@@ -195,6 +196,9 @@ def _target_kernel(X, A, S, want_q, deg_z, tails, wsum, tol_z, tol_m, rho, log_f
         i0 = kb * _P
         nv = min(_P, m_t - i0)
         _load_block(X, i0, nv, x0, x1, x2)
+        tol_m = tol_mt[i0]
+        for p in range(1, nv):
+            tol_m = min(tol_m, tol_mt[i0 + p])
         for h in range(H):
             kmax = _block_centres(A, h, x0, x1, x2, kap, c0, c1, c2)
             for p in range(nv):

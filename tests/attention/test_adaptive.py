@@ -155,3 +155,36 @@ def test_unknown_degree_rule():
     X, w, _ = _mesh_case("uniform", level=4)
     with pytest.raises(ValueError, match="degree_rule"):
         fs.moments(X, X, w, np.eye(3)[None], degree_rule="sometimes")
+
+
+def test_moment_tolerances_by_mass():
+    """tol_m,i = min(cap, tol_m max(1, mbar / m_i)): tol_m at heavy targets, the cap where there is no mass, and the
+    mass-weighted mean at most 2 tol_m."""
+    m = np.array([0.0, 1e-30, 1e-3, 1.0, 5.0, 10.0])
+    t = fs._moment_tolerances(1e-6, len(m), m)
+    mbar = m.mean()
+    assert t[0] == fs.MOMENTS_TOL_CAP and t[1] == fs.MOMENTS_TOL_CAP
+    assert t[3] == pytest.approx(1e-6 * mbar / 1.0) and t[5] == 1e-6
+    assert np.all(t >= 1e-6) and np.sum(m * t) <= 2e-6 * m.sum()
+    np.testing.assert_array_equal(fs._moment_tolerances(1e-6, 3, None), np.full(3, 1e-6))
+    with pytest.raises(ValueError, match="target_masses"):
+        fs._moment_tolerances(1e-6, 3, np.array([1.0, -1.0, 0.0]))
+
+
+def test_moments_by_mass_keep_z_and_the_mass_weighted_moments():
+    """With target masses: Z as without (its tolerance is untouched), the moments within their per-target
+    tolerance of the direct sums, and fewer moment degrees where the mass is small."""
+    X, w, rng = _mesh_case("vmf", seed=8)
+    A = _rand_A(rng, 3, [2.0, 4.0, 6.0])
+    tol, tol_m = 1e-10, 1e-6
+    Zd, Md, Qd = attention_moments(X, X, w, A, want_q=True, summation="direct")
+    plain = fs.moments(X, X, w, A, want_q=True, tol=tol, tol_moments=tol_m, log_form=True)
+    mass = fs.moments(X, X, w, A, want_q=True, tol=tol, tol_moments=tol_m, log_form=True, target_masses=w)
+    np.testing.assert_array_equal(mass[4].block_degrees[..., 0], plain[4].block_degrees[..., 0])
+    assert np.max(np.abs(mass[1] - np.log(Zd))) <= tol
+    assert mass[4].block_degrees[..., 1].mean() < plain[4].block_degrees[..., 1].mean()
+    tm = fs._moment_tolerances(tol_m, len(w), w)[:, None]
+    assert np.all(np.linalg.norm(mass[2] - Md / Zd[..., None], axis=-1) <= tm)
+    assert np.all(np.abs(mass[3] - Qd / Zd) <= tm)
+    err = np.linalg.norm(mass[2] - Md / Zd[..., None], axis=-1).max(axis=1)
+    assert np.sum(w * err) <= 2 * tol_m * w.sum()
