@@ -790,6 +790,8 @@ class FastSumInfo:
     n_rechecked: int = 0
     predicted_speedup: float = float("nan")
     reasons: list = field(default_factory=list)
+    #: degree_rule "adaptive": the degrees reached, (blocks of 64 targets, heads summed by expansion, 2): Z, moments
+    block_degrees: np.ndarray | None = None
 
 
 _LOGGED: set = set()
@@ -818,7 +820,17 @@ def _to_log(C, Z, M, Q):
     return logZ, M, Q
 
 
-def moments(X, Y, w, A, *, want_q=False, tol=1e-10, tol_moments=None, mode="fast", direct=None, l_max=L_MAX, log_form=False):
+#: How the target kernel chooses the expansion degree (the ``degree_rule`` of :func:`moments`): "adaptive" (default)
+#: stops each block at the first degree that passes the a-posteriori test (:mod:`spherepde.attention.adaptive`),
+#: "a-priori" takes the table degree of the block's largest kappa (the previous kernel, kept for comparison).
+DEGREE_RULES = ("adaptive", "a-priori")
+
+#: ``target_masses``: the largest tolerance of the moments at a target of negligible mass
+MOMENTS_TOL_CAP = 1e-3
+
+
+def moments(X, Y, w, A, *, want_q=False, tol=1e-10, tol_moments=None, mode="fast", direct=None, l_max=L_MAX, log_form=False,
+            degree_rule="adaptive", target_masses=None):
     """Scaled attention sums (C, Z, M, Q) with the true sums = exp(C) * (Z, M, Q), and a
     :class:`FastSumInfo`.
 
@@ -828,7 +840,15 @@ def moments(X, Y, w, A, *, want_q=False, tol=1e-10, tol_moments=None, mode="fast
     ``tol`` bounds the relative error of Z; ``tol_moments`` (default ``tol``, at least
     ``tol``) the error of Mom/Z and Q/Z, which are then truncated at a lower degree.
     With ``log_form`` the result is (C, log Z, Mom/Z, Q/Z) (C = kappa, informative only).
+    ``degree_rule`` (:data:`DEGREE_RULES`) chooses how the target kernel picks the degree; both meet ``tol``.
+    ``target_masses`` (adaptive rule only; None: off): masses m_i >= 0 of the targets when the moments feed only
+    mass-weighted sums (the energy diagnostics). The moments at target i then meet
+    tol_m,i = min(max(tol_m, :data:`MOMENTS_TOL_CAP`), tol_m max(1, mbar / m_i)) (mbar the mean mass) instead
+    of tol_m: sum_i m_i tol_m,i <= 2 tol_m sum_i m_i, so every mass-weighted sum of them keeps its error bound up
+    to a factor 2, and targets without mass stop earlier. Z is unaffected.
     """
+    if degree_rule not in DEGREE_RULES:
+        raise ValueError(f"unknown degree_rule {degree_rule!r}; use one of {DEGREE_RULES}")
     if direct is None:
         def direct(Xs, As):
             return direct_scaled(Xs, Y, w, As, want_q, True)
@@ -881,7 +901,8 @@ def moments(X, Y, w, A, *, want_q=False, tol=1e-10, tol_moments=None, mode="fast
         info.degrees = [-1] * H
         log.debug("auto summation: direct (predicted fast/direct cost %.3g)", fcost / max(dcost, 1e-300))
         return finish(*direct(X, A))
-    C, Z, Mom, Q, bad = _expand(X, Y, w, A, kappa, degrees, far, wsum, tol, tol_m, l_max, want_q, log_form)
+    C, Z, Mom, Q, bad = _expand(X, Y, w, A, kappa, degrees, far, wsum, tol, tol_m, l_max, want_q, log_form, degree_rule, info,
+                                target_masses)
     info.path = "fast" if not far else "mixed"
 
     def put(idx, h, res):
@@ -914,7 +935,21 @@ def _far_heads(kappa, degrees, tol: float, l_max: int, level: int, mode: str, in
     return far
 
 
-def _expand(X, Y, w, A, kappa, degrees, far, wsum, tol, tol_m, l_max, want_q, log_form):
+def _moment_tolerances(tol_m: float, m: int, target_masses) -> np.ndarray:
+    """The per-target tolerance of the moments (:func:`moments`, ``target_masses``), shape (m,)."""
+    if target_masses is None:
+        return np.full(m, tol_m)
+    tm = np.asarray(target_masses, dtype=np.float64)
+    if tm.shape != (m,) or np.any(tm < 0) or not np.all(np.isfinite(tm)):
+        raise ValueError(f"target_masses: expected ({m},) finite non-negative masses, got shape {tm.shape}")
+    mbar = float(tm.mean())
+    with np.errstate(divide="ignore"):
+        f = np.where(tm > 0, mbar / np.where(tm > 0, tm, 1.0), np.inf)
+    return np.minimum(max(tol_m, MOMENTS_TOL_CAP), tol_m * np.maximum(1.0, f))
+
+
+def _expand(X, Y, w, A, kappa, degrees, far, wsum, tol, tol_m, l_max, want_q, log_form, degree_rule="a-priori", info=None,
+            target_masses=None):
     """(C, Z, Mom, Q, bad) for all H heads from the expansions of the heads not in ``far`` (:func:`_target_kernel`);
     the far heads' entries are left for direct summation."""
     m, H = X.shape[0], A.shape[0]
@@ -932,8 +967,18 @@ def _expand(X, Y, w, A, kappa, degrees, far, wsum, tol, tol_m, l_max, want_q, lo
     Mom = np.empty((m, Hn, 3))
     Q = np.empty((m, Hn) if want_q else (0, 0))
     bad = np.zeros((m, Hn), dtype=np.uint8)
-    _target_kernel(X, An, np.ascontiguousarray(S), bool(want_q), deg_z, deg_m, tail_z, tail_m, wsum, tol, tol_m,
-                   _round_allowance(Y.shape[0]), bool(log_form), *_legendre_tables(int(deg_z.max())), C, Z, Mom, Q, bad)
+    if degree_rule == "adaptive":
+        from spherepde.attention import adaptive
+
+        degs = np.empty((_cdiv(m, _P), Hn, 2), dtype=np.int64)
+        adaptive._target_kernel(X, An, np.ascontiguousarray(S), bool(want_q), deg_z, adaptive.tail_table(deg_z.shape[0], l_max), wsum,
+                               tol, _moment_tolerances(tol_m, m, target_masses), _round_allowance(Y.shape[0]), bool(log_form), *_legendre_tables(int(deg_z.max())),
+                               C, Z, Mom, Q, bad, degs)
+        if info is not None:
+            info.block_degrees = degs
+    else:
+        _target_kernel(X, An, np.ascontiguousarray(S), bool(want_q), deg_z, deg_m, tail_z, tail_m, wsum, tol, tol_m,
+                       _round_allowance(Y.shape[0]), bool(log_form), *_legendre_tables(int(deg_z.max())), C, Z, Mom, Q, bad)
     if far:  # back to all H heads
         full = [np.empty((m, H)), np.empty((m, H)), np.empty((m, H, 3)), np.empty((m, H) if want_q else (0, 0)),
                 np.zeros((m, H), dtype=np.uint8)]

@@ -83,7 +83,8 @@ SUMMATION_MODES.register("auto", SummationMode(auto_considers_fast, "auto", auto
 
 
 def attention_moments(X, Y, w, A, *, want_q: bool = False, log: bool = False, simd: bool = True,
-                      summation: str = "auto", tol: float = 1e-10, tol_moments: float | None = None):
+                      summation: str = "auto", tol: float = 1e-10, tol_moments: float | None = None,
+                      degree_rule: str = "adaptive", target_masses=None):
     """Attention sums Z_h, Y_h (and Q_h) at targets X over weighted sources Y.
 
     Parameters
@@ -113,6 +114,13 @@ def attention_moments(X, Y, w, A, *, want_q: bool = False, log: bool = False, si
         fast path truncates them at the lower degree this allows (the moments feed only
         the energy diagnostics where the velocity comes from log Z); d = 3 only (on the
         circle all sums meet ``tol``).
+    degree_rule : how the spherical-harmonic path (d = 3) picks its degree, both meeting ``tol``:
+        ``"adaptive"`` (default) stops each block of targets at the first degree that passes the
+        a-posteriori test (:mod:`spherepde.attention.adaptive`), ``"a-priori"`` takes the degree
+        of the worst-case bound (the previous kernel).
+    target_masses : (m,) masses of the targets when Y/Z and Q/Z feed only mass-weighted sums: their
+        tolerance is then loosened where the mass is small, keeping ``tol_moments`` on average
+        (:func:`spherepde.attention.harmonic.moments`); d = 3 fast path with the adaptive rule only.
 
     Returns
     -------
@@ -139,7 +147,8 @@ def attention_moments(X, Y, w, A, *, want_q: bool = False, log: bool = False, si
     elif not simd or d != 3 or not how.tries_fast(m, Y.shape[0], H):
         C, Z, Mom, Q = direct_scaled(X, Y, w, A, want_q, simd)
     else:
-        C, Z, Mom, Q, _info = harmonic.moments(X, Y, w, A, want_q=want_q, tol=tol, tol_moments=tol_moments, mode=how.harmonic, log_form=log)
+        C, Z, Mom, Q, _info = harmonic.moments(X, Y, w, A, want_q=want_q, tol=tol, tol_moments=tol_moments, mode=how.harmonic, log_form=log,
+                                             degree_rule=degree_rule, target_masses=target_masses)
         if log:  # already in log form (log Z, Mom/Z, Q/Z)
             return Z, Mom, (Q if want_q else None)
     if log:

@@ -119,20 +119,24 @@ DEFAULT_VELOCITY = "potential"
 
 # ------------------------------------------------------------- nonlocal quantities
 def cell_fields(geom: Geometry, masses, A, *, want_q: bool = False, summation: str = "auto", tol: float = 1e-10,
-                tol_moments: float | None = None):
+                tol_moments: float | None = None, degree_rule: str = "adaptive", moments_by_mass: bool = True):
     """log Z_h, Y_h/Z_h (and Q_h/Z_h) at the cell nodes from the cell masses.
 
     Z_h(x_c) = sum_c' m_c' exp(x_c^T A_h x_c'), m_c = rho_c |C_c| at the nodes x_c
     (``geom.nodes``; docs/model.md §4). ``summation`` / ``tol``: direct, fast
     (spherical harmonics) or auto, see :func:`spherepde.attention.attention_moments`;
-    ``tol_moments`` (default ``tol``) the accuracy of Ybar and Qbar alone on the fast path.
+    ``tol_moments`` (default ``tol``) the accuracy of Ybar and Qbar alone on the fast path; ``degree_rule``
+    how the fast path picks its degree (:func:`spherepde.attention.attention_moments`); ``moments_by_mass``: Ybar and
+    Qbar feed only mass-weighted sums, so their tolerance is kept on average over the cell masses
+    (``target_masses`` of :func:`~spherepde.attention.attention_moments`).
 
     Returns
     -------
     logZ (nc, H), Ybar (nc, H, 3), Qbar (nc, H) or None.
     """
     return attention_moments(geom.nodes, geom.nodes, masses, A, want_q=want_q, log=True, summation=summation, tol=tol,
-                             tol_moments=tol_moments)
+                             tol_moments=tol_moments, degree_rule=degree_rule,
+                             target_masses=masses if moments_by_mass else None)
 
 
 def cell_potentials(geom: Geometry, masses, A) -> np.ndarray:

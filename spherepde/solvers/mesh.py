@@ -118,9 +118,9 @@ class MeshSolver:
     t : float, step_count : int, rho : (nc,) array, dt_last : float, stepper : Stepper, points : PointMasses (empty without ``atoms``).
     """
 
-    #: use the NumPy route (velocity_from_fields, state_rates) instead of the fused kernel
-    #: :func:`spherepde.model.fused.fused_rates` (a reference for tests and benchmarks)
+    #: use the NumPy route (velocity_from_fields, state_rates) instead of fused_rates (a reference for tests, benchmarks)
     _numpy_rates = False
+    _degree_rule, _moments_by_mass = "adaptive", True  # the fast sums' degree rule and cell_fields' moments_by_mass
 
     def __init__(self, mesh, rho0, path: WeightPath, *, velocity: str = "potential", order: int = 1, integrator: str = "ssprk3",
                  cfl: float = 0.5, dt: float | None = None, check: bool = True, velocity_field: Callable[[float], np.ndarray] | None = None,
@@ -215,8 +215,8 @@ class MeshSolver:
             u = midpoint_edge_velocity(g, masses, A, V, summation=self.summation, tol=self.summation_tol, normalised=self.normalised)
             return _Stage(u, self._rhs(rho, faces, u)[0], self._bound(u, rho, faces), None)
         sigma = self.path.sigma
-        logZ, Ybar, Qbar = cell_fields(g, masses, A, want_q=sigma > 0, summation=self.summation, tol=self.summation_tol,
-                                       tol_moments=self.diagnostics_tol)
+        logZ, Ybar, Qbar = cell_fields(g, masses, A, want_q=sigma > 0, summation=self.summation, tol=self.summation_tol, tol_moments=self.diagnostics_tol,
+                                       degree_rule=self._degree_rule, moments_by_mass=self._moments_by_mass)
         if self._numpy_rates or g.d != 3:  # the NumPy route (reference of the fused kernel, which is d = 3 only; the circle)
             rates = self._numpy_route(masses, logZ, Ybar, Qbar, A, V, t)
         else:
