@@ -71,8 +71,10 @@ the new state, is the next step's first, so an accepted step costs three evaluat
 e_i = |X_new_i - X_hat_i|; the step is accepted when err = max_i e_i / (atol + rtol |X_new_i - X_i|)
 <= 1 (relative to the chord the token moved in the step; on the sphere |x| = 1, so the usual
 relative term in |x| would only rescale atol) and a token moves at most ``max_move`` radians;
-the next step (or the retry) is h * min(FAC_MAX, max(FAC_MIN, SAFETY err^(-1/3))) (Hairer, Norsett &
-Wanner, Solving ODEs I, Section II.4), at most h (no growth) right after a rejection. The energy
+the next step is h * min(FAC_MAX, max(FAC_MIN, SAFETY err^(-0.7/3) err_prev^(0.4/3))), err_prev the previous
+accepted step's (Gustafsson's PI control: Hairer & Wanner, Solving ODEs II, Section IV.2; it damps the
+accept/reject cycles where the step is bounded by stability), a retry h * max(FAC_MIN, SAFETY err^(-1/3))
+(Hairer, Norsett & Wanner, Solving ODEs I, Section II.4), and at most h (no growth) right after a rejection. The energy
 balance's quadrature weights are b = (2/9, 1/3, 4/9, 0) of the four evaluations.
 """
 
@@ -374,6 +376,8 @@ def _combine(coeffs, dt: float, evals):
 # ------------------------------------------------------------------ error-controlled token steps
 #: Step-size control of :class:`EmbeddedPair`: safety factor and the limits of one step's growth / shrink.
 SAFETY, FAC_MAX, FAC_MIN = 0.9, 5.0, 0.2
+#: Gustafsson's PI step control (times 1/k, k the order): exponents of this and of the previous error, and the latter's floor.
+PI_ALPHA, PI_BETA, ERR_FLOOR = 0.7, 0.4, 1e-4
 
 
 @dataclass(frozen=True)
@@ -423,9 +427,20 @@ class EmbeddedPair(Stepper):
         err = float(np.max(chord_err / scale)) if len(chord_err) else 0.0
         return err if math.isfinite(err) else math.inf
 
-    def factor(self, err: float, *, after_reject: bool = False) -> float:
-        """The next step over this one: SAFETY err^(-1/order) within [FAC_MIN, FAC_MAX] (at most 1 right after a rejection)."""
-        fac = FAC_MAX if err == 0.0 else SAFETY * err ** (-1.0 / self.order)
+    def factor(self, err: float, *, err_prev: float | None = None, after_reject: bool = False) -> float:
+        """The next step over this one, within [FAC_MIN, FAC_MAX] (at most 1 right after a rejection).
+
+        An accepted step (err <= 1) with ``err_prev`` (the previous accepted step's err, floored at ERR_FLOOR):
+        Gustafsson's PI controller SAFETY err^(-0.7/k) err_prev^(0.4/k), k = ``order`` (Hairer & Wanner, Solving
+        ODEs II, Section IV.2, eq. (2.43)): it damps the accept/reject cycles of steps bounded by stability.
+        Otherwise (a rejection, or no previous step) the elementary SAFETY err^(-1/k)."""
+        k = float(self.order)
+        if err == 0.0:
+            fac = FAC_MAX
+        elif err <= 1.0 and err_prev is not None:
+            fac = SAFETY * err ** (-PI_ALPHA / k) * max(err_prev, ERR_FLOOR) ** (PI_BETA / k)
+        else:
+            fac = SAFETY * err ** (-1.0 / k)
         return min(1.0 if after_reject else FAC_MAX, max(FAC_MIN, fac))
 
 

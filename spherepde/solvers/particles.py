@@ -373,6 +373,7 @@ class ParticleSolver:
         self.h_next = self.dt  # the next step tried (error-controlled steps)
         self.dt_last = 0.0
         self.rejected = 0  # rejected attempts so far (error-controlled steps)
+        self.err_prev = 1.0  # the last accepted step's error ratio (the PI step control's memory)
         self._rng = noise_generator(noise_seed) if self.noise > 0 else None
         self.columns = particle_columns(self.noise > 0)
         self.X = _normalise(X0)
@@ -473,7 +474,7 @@ class ParticleSolver:
                 Xn, evals, b, chord = pair.token_attempt(X, t, h, t_end, ev, self._evaluate, _normalise)
                 err = pair.error_norm(X, Xn, chord, self.tol, self.tol)
                 move = float(np.max(np.linalg.norm(Xn - X, axis=-1)))  # chord <= angle, close to it below 0.2 rad
-            fac = pair.factor(err, after_reject=rejected)
+            fac = pair.factor(err, err_prev=self.err_prev if self.step_count else None, after_reject=rejected)
             if err <= 1.0 and move <= MAX_DISPLACEMENT:
                 break
             self.rejected += 1
@@ -488,6 +489,7 @@ class ParticleSolver:
             raise SolverError(f"no token step meets the local error tolerance at t = {t:.6g} (step {self.step_count}); raise solver.tol")
         # a step cut short by t_stop or a grid point keeps the proposal it was cut from
         self.h_next = max(h_try, h * fac) if (h < h_try * (1.0 - 1e-12) and fac >= 1.0) else h * fac
+        self.err_prev = err
         ev1 = evals[-1]  # FSAL: the evaluation at the new state, the next step's first
         if grad:
             self.balance.add_martingale(dmart)
@@ -589,7 +591,7 @@ class ParticleSolver:
         if self._rng is not None:
             st[STATE_KEY] = pack_state(self._rng)
         if self.adaptive:  # the time and the controller's state: a resumed run takes the same steps
-            st.update({"t": self._t, "h_next": self.h_next, "dt_last": self.dt_last, "rejected": self.rejected})
+            st.update({"t": self._t, "h_next": self.h_next, "dt_last": self.dt_last, "rejected": self.rejected, "err_prev": self.err_prev})
         return st
 
     def set_state(self, st: dict) -> None:
@@ -606,6 +608,7 @@ class ParticleSolver:
                                  "it was written by a fixed-step run: resume with that run's solver.integrator")
             self._t, self.h_next = float(st["t"]), float(st["h_next"])
             self.dt_last, self.rejected = float(st.get("dt_last", 0.0)), int(st.get("rejected", 0))
+            self.err_prev = float(st.get("err_prev", 1.0))
         self.X = X.copy()
         self.step_count = int(st["step_count"])
         self.balance.restore({k: float(st["balance_" + k]) for k in self.balance.state() if "balance_" + k in st})

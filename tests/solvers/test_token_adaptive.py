@@ -3,9 +3,9 @@
 
 Measured on the problems below (for the record; the assertions use bands): one step of size h on the
 smooth problem (24 uniform tokens, frozen head beta = 2, h = 0.2 / 0.1 / 0.05): true local error
-~ h^4.05, error estimate ~ h^3.12; error at T = 1 against a tol = 1e-10 run ~ tol^0.99 (about 3 tol:
-3.1e-4 / 3.4e-6 / 3.5e-8 at tol 1e-4 / 1e-6 / 1e-8, in 9 / 36 / 163 steps); the two-bump merge (beta = 8,
-90 degrees apart) at tol 1e-5: t = 22.0836, 8e-6 from Heun at dt = 0.005, in 177 steps (35 rejected) to Heun's 6,000.
+~ h^4.05, error estimate ~ h^3.12; error at T = 1 against a tol = 1e-10 run ~ tol^0.87 (5.3e-5 /
+1.7e-6 / 1.8e-8 at tol 1e-4 / 1e-6 / 1e-8, in 15 / 45 / 205 steps); the two-bump merge (beta = 8,
+90 degrees apart) at tol 1e-5: t = 22.0838, 8e-7 from Heun at dt = 0.005, in 189 steps (2 rejected) to Heun's 6,000.
 """
 
 from __future__ import annotations
