@@ -63,7 +63,7 @@ log = logging.getLogger(__name__)
 #: The largest angle (radians) a token may move in one step: the particle analogue of the mesh's
 #: CFL number. The shipped examples move at most 0.04 per step, the default config 0.08 (OU peaks).
 MAX_DISPLACEMENT = 0.2
-#: Attempts of one error-controlled step before SolverError (each retry shrinks the step by at least FAC_MIN... 0.9).
+#: Attempts of one error-controlled step before SolverError (each retry shrinks the step by a factor in [FAC_MIN, SAFETY]).
 MAX_ATTEMPTS = 50
 #: The smallest error-controlled step, relative to the weight path's length T (SolverError below it).
 DT_FLOOR = 1e-12
@@ -609,6 +609,9 @@ class ParticleSolver:
             self._t, self.h_next = float(st["t"]), float(st["h_next"])
             self.dt_last, self.rejected = float(st.get("dt_last", 0.0)), int(st.get("rejected", 0))
             self.err_prev = float(st.get("err_prev", 1.0))
+        elif "t" in st and abs(float(st["t"]) - int(st["step_count"]) * self.dt) > 1e-9 * max(1.0, abs(float(st["t"]))):
+            raise ValueError(f"the checkpoint was written by error-controlled steps (t = {float(st['t']):g} after {int(st['step_count'])} steps), "
+                             f"not by fixed steps of dt = {self.dt:g}: resume with that run's solver.integrator")
         self.X = X.copy()
         self.step_count = int(st["step_count"])
         self.balance.restore({k: float(st["balance_" + k]) for k in self.balance.state() if "balance_" + k in st})

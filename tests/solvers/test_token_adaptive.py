@@ -159,9 +159,11 @@ def test_resume_bit_identical(moving):
     rf, rb = full.record(), b.record()
     for k in rf:
         assert rf[k] == rb[k] or (math.isnan(rf[k]) and math.isnan(rb[k])), k
-    fixed = ParticleSolver(X0, path, integrator="heun").get_state()
+    heun = ParticleSolver(X0, path, integrator="heun")
     with pytest.raises(ValueError, match="fixed-step run"):
-        b.set_state(fixed)
+        b.set_state(heun.get_state())
+    with pytest.raises(ValueError, match="error-controlled steps"):
+        heun.set_state(st)
 
 
 def test_refused_with_token_noise_and_bad_tolerance():
