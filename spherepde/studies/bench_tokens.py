@@ -1,7 +1,7 @@
 """Benchmark: the metastable token run at fixed Heun steps against error-controlled steps (issue 36, part 3).
 
 The shipped example ``metastable-particles`` (400 stratified tokens on five vMF bumps, one frozen head
-D = 10 I, T = 1,500) is run twice in this process, one after the other, from the same start:
+D = 10 I, T = 1,500) is run in this process with two integrators, alternately, from the same start:
 
 * **fixed**: Heun at the example's weight grid step (weights.dt = 0.01: 150,000 steps), the
   integrator the example shipped with before issue 36;
@@ -24,8 +24,8 @@ runs' final ``edi_exact`` (the energy balance's residual), the tolerance, and ``
 full size (T = 1,500) >= 10x fewer steps and every merge within 0.5 % (issue 36); ``quick`` (T =
 :data:`QUICK_T`: the first merge, during the bumps' collapse, and a stretch of the plateau) says "n/a".
 The runs alternate and each wall time is the minimum over its repeats (``quick``: two of each; full
-size: the adaptive run before and after the one fixed run, which takes about 5--15 minutes), so a
-loaded machine slows both alike as far as it can.
+size: the adaptive run before and after the one fixed run, by far the longest), so a loaded machine
+slows both alike as far as it can.
 """
 
 from __future__ import annotations
@@ -81,14 +81,19 @@ class GroupMerges:
         self.t, self.X = float(t), np.array(X)
 
 
+def _example_file() -> Path:
+    from importlib import resources
+
+    return Path(str(resources.files("spherepde.runs.configs") / f"{EXAMPLE}.toml"))
+
+
 def _config(T: float, integrator: str, tol: float | None):
-    from spherepde.cli.common import example_path
     from spherepde.runs.config import load_config
 
     overrides = {"solver.T": T, "solver.integrator": integrator, "output.vtk": False}
     if tol is not None:
         overrides["solver.tol"] = tol
-    return load_config(Path(example_path(EXAMPLE)), overrides)
+    return load_config(_example_file(), overrides)
 
 
 def _run(T: float, integrator: str, tol: float | None) -> dict:
@@ -130,10 +135,9 @@ def _run(T: float, integrator: str, tol: float | None) -> dict:
 
 def bench_tokens(quick: bool) -> dict:
     """The example's fixed-Heun and error-controlled token runs side by side (module docstring); a JSON-able dict."""
-    from spherepde.cli.common import example_path
     from spherepde.runs.config import load_config
 
-    shipped = load_config(Path(example_path(EXAMPLE)))
+    shipped = load_config(_example_file())
     T = QUICK_T if quick else float(shipped.solver.T)
     tol = float(shipped.solver.tol) if shipped.integrator in ("rk23", "adaptive") else DEFAULT_TOL
     # alternating, wall times the minima over the repeats (the runs are deterministic: the same steps each time);
