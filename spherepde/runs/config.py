@@ -123,11 +123,11 @@ class MeshSection:
 class SolverSection:
     T: float = _f(2.0, "final time", gt=0.0)
     dt: float = _f(0.0, "particles: step (0: the weight grid step, or a stable fraction of it); mesh: fixed step (0: adaptive from cfl)", min=0.0)
-    integrator: str = _f("", "time integrator (spherepde.solvers.integrators.STEPPERS): both solvers 'euler' (tokens: the paper's) and 'heun' (= 'ssprk2'); mesh also 'ssprk3' and 'implicit' (linearly implicit upwind, order 1, steps from solver.tol); empty: euler for tokens, ssprk3 for the mesh", choices=lambda: ("", *integrator_names()))
+    integrator: str = _f("", "time integrator (spherepde.solvers.integrators.STEPPERS): both solvers 'euler' (tokens: the paper's) and 'heun' (= 'ssprk2'); mesh also 'ssprk3' and 'implicit' (linearly implicit upwind, order 1, steps from solver.tol); tokens also 'rk23' (= 'adaptive': Bogacki--Shampine 3(2) pair, error-controlled steps from solver.tol; not with model.noise); empty: euler for tokens, ssprk3 for the mesh", choices=lambda: ("", *integrator_names()))
     order: int = _f(1, "mesh: spatial order, 1 (upwind) or 2 (limited linear reconstruction)", choices=(1, 2))
     velocity: str = _f("potential", "mesh: edge velocity from 'potential' differences (gradient heads) or v at the 'midpoint'", choices=("potential", "midpoint"))
     cfl: float = _f(0.5, "mesh: CFL number in (0, 1]", gt=0.0, max=1.0)
-    tol: float = _f(1e-3, "mesh, integrator 'implicit': local error per step (mass moved, plus mass x displacement of point masses) that sets the step", gt=0.0, max=1.0)
+    tol: float = _f(1e-3, "the local error per step that sets the step of an error-controlled integrator: mesh 'implicit' (mass moved, plus mass x displacement of point masses); tokens 'rk23' (chord between the pair's two solutions per token, atol = rtol = tol, relative to the chord the token moved)", gt=0.0, max=1.0)
     atoms: bool = _f(False, "mesh, integrator 'implicit': carry collapsed clusters as point masses (merge times free of numerical diffusion; docs/model.md)")
     summation: str = _f("auto", "mesh: how the attention sums are evaluated (spherepde.attention.SUMMATION_MODES): 'direct' exactly, 'fast' by spherical harmonics on S^2 (O(N L^2)) or Bessel series / FFT on S^1, 'auto' fast where it pays and meets summation_tol", choices=lambda: SUMMATION_MODES.names(aliases=True))
     summation_tol: float = _f(1e-10, "mesh: accuracy of the fast sums (relative error of Z_h and error of the softmax average)", gt=0.0)
@@ -373,7 +373,10 @@ def _check_solver_options(cfg: Config) -> None:
                           f"docs/model.md): set solver.atoms = false, or model.noise = 0 (it is {cfg.model.noise:g})")
     try:
         if cfg.run.solver == "particles":
-            get_stepper(cfg.integrator, "particles")
+            stepper = get_stepper(cfg.integrator, "particles")
+            if stepper.adaptive and cfg.model.noise > 0:
+                raise OptionError("integrator", f"{cfg.integrator!r} takes error-controlled steps of deterministic tokens; with token noise "
+                                  f"(model.noise = {cfg.model.noise:g}) use 'heun' or 'euler' (fixed steps), or model.noise = 0")
             if s.atoms:
                 raise OptionError("atoms", "point masses are a mesh component (run.solver = 'mesh' with solver.integrator = 'implicit'); a token run has none: remove solver.atoms")
         else:

@@ -360,7 +360,7 @@ def build_solver(cfg: Config, path: WeightPath, *, mesh=None):
 
         X0, w0 = build_token_start(cfg)
         return ParticleSolver(X0, path, dt=_particle_step(cfg, path), integrator=cfg.integrator, weights=w0, attention=cfg.model.attention,
-                              noise=cfg.model.noise, noise_seed=cfg.initial.seed)
+                              noise=cfg.model.noise, noise_seed=cfg.initial.seed, tol=cfg.solver.tol)
     from spherepde.solvers.mesh import MeshSolver
 
     mesh = mesh if mesh is not None else build_mesh(cfg)
@@ -530,6 +530,9 @@ def _fixed_steps(cfg: Config, solver) -> str:
     """The start line's step count of a token run (fixed steps: T / dt of them); '' otherwise."""
     if cfg.run.solver != "particles":
         return ""
+    if getattr(solver, "adaptive", False):
+        return (f", error-controlled steps ({solver.integrator}, solver.tol = {solver.tol:g}; a fixed step of dt = {solver.dt:.3g} would take "
+                f"{int(math.ceil(cfg.solver.T / solver.dt - 1e-9))}; progress below at each quarter of T)")
     return f", {int(math.ceil(cfg.solver.T / solver.dt - 1e-9))} steps of dt = {solver.dt:.3g} (progress below at each quarter of T)"
 
 

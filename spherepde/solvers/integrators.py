@@ -48,7 +48,34 @@ Shipped schemes:
 * ``ssprk3`` -- Shu--Osher SSP-RK(3,3), order 3, b = (1/6, 1/6, 2/3), c = (0, 1, 1/2); mesh:
   u1 = u + dt L(u, t); u2 = 3/4 u + 1/4 (u1 + dt L(u1, t + dt));
   u_new = 1/3 u + 2/3 (u2 + dt L(u2, t + dt/2));
-* ``implicit`` -- linearly implicit upwind, steps from a local error estimate; mesh, order 1.
+* ``implicit`` -- linearly implicit upwind, steps from a local error estimate; mesh, order 1;
+* ``rk23`` (alias ``adaptive``) -- the Bogacki--Shampine 3(2) pair with error-controlled steps
+  (:class:`EmbeddedPair`); tokens, order 3.
+
+Error-controlled token steps (:class:`EmbeddedPair`, ``rk23``): the Bogacki--Shampine 3(2) pair
+(P. Bogacki & L. F. Shampine, "A 3(2) pair of Runge--Kutta formulas", Appl. Math. Lett. 2 (1989)
+321--325; MATLAB's ode23, SciPy's RK23), chosen over a Heun--Euler 2(1) pair because it propagates
+a third-order solution, its error estimate is of second order (so the step follows the error of
+a method one order higher than the shipped Heun), its stability interval on the negative real
+axis is longer (about -2.51 against -2, which matters on collapsed clusters where the step is
+bounded by stability, not by accuracy), and it is first-same-as-last: the fourth evaluation, at
+the new state, is the next step's first, so an accepted step costs three evaluations::
+
+    c = (0, 1/2, 3/4, 1)
+    k1 = v(X, t),  k2 = v(R(X + h/2 k1), t + h/2),  k3 = v(R(X + 3h/4 k2), t + 3h/4)
+    X_new = R(X + h (2/9 k1 + 1/3 k2 + 4/9 k3))                 (order 3, propagated)
+    k4 = v(X_new, t + h)                                          (FSAL)
+    X_hat = R(X + h (7/24 k1 + 1/4 k2 + 1/3 k3 + 1/8 k4))        (order 2, embedded)
+
+(R: retraction x -> x/|x| to the sphere after every stage). The error of token i is the chord
+e_i = |X_new_i - X_hat_i|; the step is accepted when err = max_i e_i / (atol + rtol |X_new_i - X_i|)
+<= 1 (relative to the chord the token moved in the step; on the sphere |x| = 1, so the usual
+relative term in |x| would only rescale atol) and a token moves at most ``max_move`` radians;
+the next step is h * min(FAC_MAX, max(FAC_MIN, SAFETY err^(-0.7/3) err_prev^(0.4/3))), err_prev the previous
+accepted step's (Gustafsson's PI control: Hairer & Wanner, Solving ODEs II, Section IV.2; it damps the
+accept/reject cycles where the step is bounded by stability), a retry h * max(FAC_MIN, SAFETY err^(-1/3))
+(Hairer, Norsett & Wanner, Solving ODEs I, Section II.4), and at most h (no growth) right after a rejection. The energy
+balance's quadrature weights are b = (2/9, 1/3, 4/9, 0) of the four evaluations.
 """
 
 from __future__ import annotations
@@ -67,7 +94,7 @@ from spherepde.solvers.fv import face_values, scheme_g2
 from spherepde.solvers.implicit import face_weights, implicit_flux, implicit_upwind_step
 
 __all__ = [
-    "STEPPERS", "ExplicitScheme", "ImplicitUpwind", "OptionError", "Stepper", "get_stepper", "integrator_names", "register_stepper",
+    "STEPPERS", "EmbeddedPair", "ExplicitScheme", "ImplicitUpwind", "OptionError", "Stepper", "get_stepper", "integrator_names", "register_stepper",
 ]
 
 log = logging.getLogger(__name__)
@@ -96,6 +123,8 @@ class Stepper:
 
     cfl_limited = True
     moves_point_masses = False
+    #: the step follows a local error estimate (tokens: :class:`EmbeddedPair`), not a fixed dt
+    adaptive = False
 
     def check_options(self, *, order: int = 1) -> None:
         """Raise :class:`OptionError` if this scheme cannot run with these solver options."""
@@ -344,6 +373,77 @@ def _combine(coeffs, dt: float, evals):
     return total
 
 
+# ------------------------------------------------------------------ error-controlled token steps
+#: Step-size control of :class:`EmbeddedPair`: safety factor and the limits of one step's growth / shrink.
+SAFETY, FAC_MAX, FAC_MIN = 0.9, 5.0, 0.2
+#: Gustafsson's PI step control (times 1/k, k the order): exponents of this and of the previous error, and the latter's floor.
+PI_ALPHA, PI_BETA, ERR_FLOOR = 0.7, 0.4, 1e-4
+
+
+@dataclass(frozen=True)
+class EmbeddedPair(Stepper):
+    """An explicit embedded Runge--Kutta pair for tokens with error-controlled steps (module docstring).
+
+    Attributes
+    ----------
+    a : Butcher rows of the stages, ``a[i]`` the coefficients of k_1..k_i in stage i + 1 (the
+        last row, FSAL, equals ``b``).
+    b : weights of the propagated solution (order ``order``), one per evaluation, FSAL's 0.
+    bhat : weights of the embedded solution (order ``order - 1``).
+    c : stage times (fractions of the step), the last 1 (FSAL: the new state at t + h).
+    """
+
+    a: tuple = ()
+    b: tuple = ()
+    bhat: tuple = ()
+    c: tuple = ()
+
+    cfl_limited = False
+    adaptive = True
+
+    @property
+    def stages(self) -> int:
+        """Evaluations per attempted step, the FSAL one included (one fewer per accepted step after the first)."""
+        return len(self.c)
+
+    def token_attempt(self, X, t, h, t_end, first, evaluate, retract):
+        """One attempted step of size h = t_end - t from tokens X at t (``first``: the evaluation at (X, t)).
+
+        Stage i evaluates ``evaluate(retract(X + h sum_j a_ij k_j), t + c_i h)``; the last (FSAL) stage is the
+        evaluation at (X_new, t_end), ``t_end`` passed in so that it is exactly the time the step lands on.
+        Returns (X_new, the evaluations (the last at X_new), the quadrature weights ``b``, the per-token chord
+        |X_new - X_hat| between the propagated and the embedded solution)."""
+        evals = [first]
+        for i in range(1, self.stages - 1):
+            evals.append(evaluate(retract(X + _combine(self.a[i - 1], h, evals)), t + self.c[i] * h))
+        Xn = retract(X + _combine(self.b[:-1], h, evals))
+        evals.append(evaluate(Xn, t_end))
+        Xhat = retract(X + _combine(self.bhat, h, evals))
+        return Xn, evals, self.b, np.linalg.norm(Xn - Xhat, axis=-1)
+
+    def error_norm(self, X, Xn, chord_err, atol: float, rtol: float) -> float:
+        """max_i chord_err_i / (atol + rtol |X_new_i - X_i|): <= 1 accepts the step (inf when not finite)."""
+        scale = atol + rtol * np.linalg.norm(Xn - X, axis=-1)
+        err = float(np.max(chord_err / scale)) if len(chord_err) else 0.0
+        return err if math.isfinite(err) else math.inf
+
+    def factor(self, err: float, *, err_prev: float | None = None, after_reject: bool = False) -> float:
+        """The next step over this one, within [FAC_MIN, FAC_MAX] (at most 1 right after a rejection).
+
+        An accepted step (err <= 1) with ``err_prev`` (the previous accepted step's err, floored at ERR_FLOOR):
+        Gustafsson's PI controller SAFETY err^(-0.7/k) err_prev^(0.4/k), k = ``order`` (Hairer & Wanner, Solving
+        ODEs II, Section IV.2, eq. (2.43)): it damps the accept/reject cycles of steps bounded by stability.
+        Otherwise (a rejection, or no previous step) the elementary SAFETY err^(-1/k)."""
+        k = float(self.order)
+        if err == 0.0:
+            fac = FAC_MAX
+        elif err <= 1.0 and err_prev is not None:
+            fac = SAFETY * err ** (-PI_ALPHA / k) * max(err_prev, ERR_FLOOR) ** (PI_BETA / k)
+        else:
+            fac = SAFETY * err ** (-1.0 / k)
+        return min(1.0 if after_reject else FAC_MAX, max(FAC_MIN, fac))
+
+
 # ------------------------------------------------------------------ the implicit upwind stepper
 @dataclass(frozen=True)
 class ImplicitUpwind(Stepper):
@@ -462,5 +562,8 @@ register_stepper(ExplicitScheme("heun", 2, ("particles", "mesh"), alpha=((1.0,),
 register_stepper(ExplicitScheme("ssprk3", 3, ("mesh",), alpha=((1.0,), (0.75, 0.25), (1.0 / 3.0, 0.0, 2.0 / 3.0)),
                                 beta=((1.0,), (0.0, 0.25), (0.0, 0.0, 2.0 / 3.0)), c=(0.0, 1.0, 0.5), b=(1.0 / 6.0, 1.0 / 6.0, 2.0 / 3.0)),
                  about="Shu--Osher SSP-RK3")
+register_stepper(EmbeddedPair("rk23", 3, ("particles",), a=((0.5,), (0.0, 0.75), (2.0 / 9.0, 1.0 / 3.0, 4.0 / 9.0)),
+                              b=(2.0 / 9.0, 1.0 / 3.0, 4.0 / 9.0, 0.0), bhat=(7.0 / 24.0, 0.25, 1.0 / 3.0, 0.125), c=(0.0, 0.5, 0.75, 1.0)),
+                 aliases=("adaptive",), about="Bogacki--Shampine 3(2) pair, error-controlled steps from solver.tol (tokens, order 3)")
 register_stepper(ImplicitUpwind("implicit", 1, ("mesh",)),
                  about="linearly implicit upwind, steps from a local error estimate (mesh, order 1)")

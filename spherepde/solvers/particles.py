@@ -15,7 +15,18 @@ sphere after every stage), e.g.
 * ``euler`` -- explicit Euler followed by renormalisation x <- x / |x| (the paper's
   scheme, arXiv:2605.18870 Section 6, step for step);
 * ``heun`` -- Heun's method (explicit trapezoid, second order) with retraction to the
-  sphere after the predictor and the corrector.
+  sphere after the predictor and the corrector;
+* ``rk23`` (alias ``adaptive``) -- error-controlled steps: the Bogacki--Shampine 3(2) pair with
+  first-same-as-last (:class:`~spherepde.solvers.integrators.EmbeddedPair`; P. Bogacki & L. F.
+  Shampine, Appl. Math. Lett. 2 (1989) 321--325). A step is accepted when every token's chord
+  between the third- and the second-order solution is at most atol + rtol (the chord the token
+  moved), atol = rtol = ``tol`` (``solver.tol``), and no token moved more than MAX_DISPLACEMENT;
+  steps land exactly on every ``advance(t_stop)`` time and, where the weights move
+  (``path.is_constant`` false), on every point of the weight grid (a step never straddles one,
+  so the Ito martingale increment is booked at the step that starts on its grid point and the
+  trapezoid rule of the weights' work covers one chord of the linear path). The time ``t`` is
+  state (checkpointed with the proposed next step), not ``step_count * dt``. Token noise is
+  refused (ValueError): the Brownian step has no local error estimate of this kind.
 
 The solver step Delta t must be a whole multiple of the weight path's grid step, or a whole
 fraction of it (the path is linear between its grid points; a martingale increment is added
@@ -41,7 +52,8 @@ from spherepde.model.energy import EnergyBalance, martingale_increment, mean_res
 from spherepde.model.entropy import token_entropy
 from spherepde.model.velocity import DEFAULT_ATTENTION, head_fields, is_normalised, velocity_from_fields
 from spherepde.model.weights import WeightPath
-from spherepde.solvers.integrators import get_stepper
+from spherepde.solvers.errors import SolverError
+from spherepde.solvers.integrators import SNAP_TOL, get_stepper
 from spherepde.solvers.token_noise import STATE_KEY, brownian_step, noise_generator, noise_step_limit, pack_state, unpack_state
 
 __all__ = ["ParticleSolver", "initial_tokens", "sample_vmf", "stratified_vmf", "stratified_tokens", "vmf_counts", "GOLDEN_ANGLE", "speed_bound", "particle_step", "MAX_DISPLACEMENT"]
@@ -51,6 +63,10 @@ log = logging.getLogger(__name__)
 #: The largest angle (radians) a token may move in one step: the particle analogue of the mesh's
 #: CFL number. The shipped examples move at most 0.04 per step, the default config 0.08 (OU peaks).
 MAX_DISPLACEMENT = 0.2
+#: Attempts of one error-controlled step before SolverError (each retry shrinks the step by a factor in [FAC_MIN, SAFETY]).
+MAX_ATTEMPTS = 50
+#: The smallest error-controlled step, relative to the weight path's length T (SolverError below it).
+DT_FLOOR = 1e-12
 
 
 def speed_bound(path: WeightPath, attention: str = DEFAULT_ATTENTION) -> float:
@@ -311,10 +327,13 @@ class ParticleSolver:
         weak order 1); with nu > 0 the rows add the ``entropy`` column (:func:`~spherepde.model.entropy.token_entropy`).
     noise_seed : seeds the noise (:func:`~spherepde.solvers.token_noise.noise_generator`: the first child of
         ``SeedSequence(noise_seed)``; runs pass ``initial.seed``). Unused with nu = 0 (nothing is drawn).
+    tol : error-controlled integrators only (``rk23``; ``solver.tol``): the local error tolerance, atol = rtol = tol
+        of the chordal error per token (module docstring); ``dt`` is then the first step tried and the fixed
+        step an explicit scheme would take (:meth:`reference_step`).
     """
 
     def __init__(self, X0, path: WeightPath, *, dt: float | None = None, integrator: str = "euler", weights=None, cluster_radius: float = 0.1,
-                 attention: str = DEFAULT_ATTENTION, noise: float = 0.0, noise_seed: int = 0):
+                 attention: str = DEFAULT_ATTENTION, noise: float = 0.0, noise_seed: int = 0, tol: float = 1e-3):
         X0 = np.asarray(X0, dtype=float)
         if X0.ndim != 2 or X0.shape[1] != path.d:
             raise ValueError(f"tokens have shape {X0.shape}, but the weight path has d = {path.d}; expected (n, {path.d})")
@@ -342,6 +361,19 @@ class ParticleSolver:
         self.noise = float(noise)
         if not (math.isfinite(self.noise) and self.noise >= 0):
             raise ValueError(f"token noise must be a finite number >= 0, got {noise!r} (model.noise)")
+        self.adaptive = bool(getattr(self.stepper, "adaptive", False))
+        self.tol = float(tol)
+        if self.adaptive:
+            if self.noise > 0:
+                raise ValueError(f"integrator {self.integrator!r}: error-controlled steps are for deterministic tokens; with token noise "
+                                 f"(model.noise = {self.noise:g}) use a fixed-step integrator ('heun' or 'euler') or model.noise = 0")
+            if not (math.isfinite(self.tol) and 0.0 < self.tol <= 1.0):
+                raise ValueError(f"integrator {self.integrator!r}: the local error tolerance must be a number in (0, 1], got {tol!r} (solver.tol)")
+        self._t = 0.0  # the time, kept as state by error-controlled steps (fixed steps: step_count * dt)
+        self.h_next = self.dt  # the next step tried (error-controlled steps)
+        self.dt_last = 0.0
+        self.rejected = 0  # rejected attempts so far (error-controlled steps)
+        self.err_prev = 1.0  # the last accepted step's error ratio (the PI step control's memory)
         self._rng = noise_generator(noise_seed) if self.noise > 0 else None
         self.columns = particle_columns(self.noise > 0)
         self.X = _normalise(X0)
@@ -354,7 +386,7 @@ class ParticleSolver:
     # ------------------------------------------------------------------ evaluation
     @property
     def t(self) -> float:
-        return self.step_count * self.dt
+        return self._t if self.adaptive else self.step_count * self.dt
 
     def _evaluate(self, X, t):
         """Velocity and (gradient heads) energy rates of the tokens X at time t."""
@@ -372,8 +404,12 @@ class ParticleSolver:
         return self._cache[1]
 
     # ---------------------------------------------------------------------- stepping
-    def step(self) -> None:
-        """Advance one step of size dt."""
+    def step(self, t_stop: float | None = None) -> None:
+        """Advance one step: of size dt, or (error-controlled integrators) the accepted step towards ``t_stop``
+        (default: the end of the weight path) that lands on it, or on the next weight-grid point where the weights move."""
+        if self.adaptive:
+            self._adaptive_step(self.path.T if t_stop is None else t_stop)
+            return
         t, dt, X = self.t, self.dt, self.X
         if t + dt > self.path.T * (1 + 1e-12) + 1e-12:
             raise ValueError(f"cannot step past the end of the weight path (T = {self.path.T})")
@@ -403,6 +439,70 @@ class ParticleSolver:
         if ev1 is not None:
             self._cache = (self.step_count, ev1)
 
+    def _end_time(self, t: float, h: float, t_stop: float) -> float:
+        """t + h cut at t_stop and, unless the weights are constant, at the next weight-grid point (snapped onto both)."""
+        pdt = self.path.dt
+        t_end = min(t + h, t_stop)
+        if not self.path.is_constant:
+            t_next = self.path.next_grid_time(t)
+            if t_end >= t_next - SNAP_TOL * pdt:
+                t_end = t_next
+        if t_end >= t_stop - SNAP_TOL * pdt:
+            t_end = t_stop
+        return t_end
+
+    def _adaptive_step(self, t_stop: float) -> None:
+        """One error-controlled step towards t_stop (module docstring; :class:`~spherepde.solvers.integrators.EmbeddedPair`)."""
+        t, X, pair = self._t, self.X, self.stepper
+        if t_stop > self.path.T * (1 + 1e-12) + 1e-12:
+            raise ValueError(f"cannot step past the end of the weight path (T = {self.path.T})")
+        ev = self._current()
+        grad = self.path.is_gradient
+        dmart = 0.0
+        if grad and self.path.sigma > 0:  # Ito: the increment of the grid point the step starts on (steps never straddle one)
+            k = self.path.grid_index(t)
+            if k is not None and k < self.path.K:
+                dmart = martingale_increment(X, self.w, ev["fields"], self.path.dM[k])
+        h_try, rejected = self.h_next, False
+        floor = DT_FLOOR * max(1.0, self.path.T)
+        for _attempt in range(MAX_ATTEMPTS):
+            t_end = self._end_time(t, h_try, t_stop)
+            h = t_end - t
+            if not h > 0:
+                raise SolverError(f"zero time step at t = {t:.6g} (step {self.step_count}, t_stop = {t_stop:.6g})")
+            with np.errstate(all="ignore"):
+                Xn, evals, b, chord = pair.token_attempt(X, t, h, t_end, ev, self._evaluate, _normalise)
+                err = pair.error_norm(X, Xn, chord, self.tol, self.tol)
+                move = float(np.max(np.linalg.norm(Xn - X, axis=-1)))  # chord <= angle, close to it below 0.2 rad
+            fac = pair.factor(err, err_prev=self.err_prev if self.step_count else None, after_reject=rejected)
+            if err <= 1.0 and move <= MAX_DISPLACEMENT:
+                break
+            self.rejected += 1
+            rejected = True
+            h_try = h * min(fac, 1.0)
+            if move > MAX_DISPLACEMENT:  # math.inf for non-finite tokens: then the error already shrank the step
+                h_try = min(h_try, 0.9 * h * MAX_DISPLACEMENT / move)
+            if h_try < floor:
+                raise SolverError(f"the token step collapsed to dt = {h_try:.3g} at t = {t:.6g} (step {self.step_count}) below the floor {floor:.3g}: "
+                                  f"the local error tolerance solver.tol = {self.tol:g} cannot be met -- raise solver.tol, or check the weights")
+        else:  # pragma: no cover - the error would have to stay above tol MAX_ATTEMPTS times in a row
+            raise SolverError(f"no token step meets the local error tolerance at t = {t:.6g} (step {self.step_count}); raise solver.tol")
+        # a step cut short by t_stop or a grid point keeps the proposal it was cut from
+        self.h_next = max(h_try, h * fac) if (h < h_try * (1.0 - 1e-12) and fac >= 1.0) else h * fac
+        self.err_prev = err
+        ev1 = evals[-1]  # FSAL: the evaluation at the new state, the next step's first
+        if grad:
+            self.balance.add_martingale(dmart)
+            self.balance.add_stages(h, b, [e["rates"] for e in evals])
+            dD = weights_change(self.path, t, t_end)
+            if dD is not None:
+                self.balance.add_weights_change(dD, ev["rates"]["M"], ev1["rates"]["M"])
+        self.X = Xn
+        self._t = t_end
+        self.dt_last = h
+        self.step_count += 1
+        self._cache = (self.step_count, ev1)
+
     @property
     def may_be_nan(self) -> frozenset:
         """Columns NaN by design: the split of the energy balance after a resume from a checkpoint
@@ -412,21 +512,28 @@ class ParticleSolver:
         return self.balance.unknown_columns() | (frozenset({"entropy"}) if few else frozenset())
 
     def step_hint(self) -> float | None:
-        """None: token steps are fixed (``dt``)."""
+        """None: token steps are fixed (``dt``) or follow the local error (no estimate from the state)."""
         return None
 
     def reference_step(self) -> float | None:
-        """None: token steps are fixed, no step budget applies."""
-        return None
+        """Error-controlled steps: the fixed step an explicit scheme would take (``dt``: the weight grid step or the
+        stable fraction of it, :func:`particle_step`), the yardstick of the run's step budget; None for fixed steps."""
+        return float(self.dt) if self.adaptive else None
 
     def last_step(self) -> float:
+        if self.adaptive:
+            return float(self.dt_last)
         return float(self.dt) if self.step_count else 0.0
 
     def events(self) -> dict:
         return {}
 
     def notes(self) -> list[str]:
-        """The token step when it is a fraction of the weight grid step (and why)."""
+        """The token step when it is a fraction of the weight grid step (and why); how error-controlled steps are taken."""
+        if self.adaptive:
+            where = "" if self.path.is_constant else ", and on every point of the weight grid (the weights move)"
+            return [f"token steps follow the local error ({self.integrator}, solver.tol = {self.tol:g}): the first tries dt = {self.dt:.6g}; "
+                    f"steps land on every record and snapshot time{where}"]
         if self.split <= 1:
             return []
         why = (f" (its Brownian step alone {math.sqrt(2 * self.noise * (self.path.d - 1) * self.path.dt):.3g} rad root mean square, "
@@ -440,6 +547,14 @@ class ParticleSolver:
         ``should_stop`` (optional) is called before every step; when it returns True the
         solver stops early and ``advance`` returns False (a later ``advance(t_stop)`` continues).
         """
+        if self.adaptive:
+            if t_stop < self._t - SNAP_TOL * self.path.dt:
+                raise ValueError(f"t_stop = {t_stop} is before the solver's time t = {self._t}")
+            while self._t < t_stop - SNAP_TOL * self.path.dt:
+                if should_stop is not None and should_stop():
+                    return False
+                self._adaptive_step(t_stop)
+            return True
         n = (t_stop - self.t) / self.dt
         k = int(round(n))
         if abs(n - k) > 1e-6 or k < 0:
@@ -475,6 +590,8 @@ class ParticleSolver:
         st.update({"balance_" + k: (np.nan if v is None else v) for k, v in self.balance.state().items()})
         if self._rng is not None:
             st[STATE_KEY] = pack_state(self._rng)
+        if self.adaptive:  # the time and the controller's state: a resumed run takes the same steps
+            st.update({"t": self._t, "h_next": self.h_next, "dt_last": self.dt_last, "rejected": self.rejected, "err_prev": self.err_prev})
         return st
 
     def set_state(self, st: dict) -> None:
@@ -485,6 +602,16 @@ class ParticleSolver:
             if STATE_KEY not in st:
                 raise ValueError(f"the checkpoint holds no token noise state ({STATE_KEY}), but the run has model.noise = {self.noise:g}")
             unpack_state(self._rng, st[STATE_KEY])
+        if self.adaptive:
+            if "t" not in st or "h_next" not in st:
+                raise ValueError(f"the checkpoint holds no time and next step (t, h_next), which the error-controlled integrator {self.integrator!r} needs; "
+                                 "it was written by a fixed-step run: resume with that run's solver.integrator")
+            self._t, self.h_next = float(st["t"]), float(st["h_next"])
+            self.dt_last, self.rejected = float(st.get("dt_last", 0.0)), int(st.get("rejected", 0))
+            self.err_prev = float(st.get("err_prev", 1.0))
+        elif "t" in st and abs(float(st["t"]) - int(st["step_count"]) * self.dt) > 1e-9 * max(1.0, abs(float(st["t"]))):
+            raise ValueError(f"the checkpoint was written by error-controlled steps (t = {float(st['t']):g} after {int(st['step_count'])} steps), "
+                             f"not by fixed steps of dt = {self.dt:g}: resume with that run's solver.integrator")
         self.X = X.copy()
         self.step_count = int(st["step_count"])
         self.balance.restore({k: float(st["balance_" + k]) for k in self.balance.state() if "balance_" + k in st})

@@ -423,7 +423,7 @@ def test_one_integrator_registry_names_heun_and_ssprk2_alike():
     from spherepde.solvers.integrators import STEPPERS, get_stepper, integrator_names
 
     assert get_stepper("heun", "mesh") is get_stepper("ssprk2", "mesh") is get_stepper("ssprk2", "particles") is STEPPERS.get("heun")
-    assert set(integrator_names("particles")) == {"euler", "heun", "ssprk2"}
+    assert set(integrator_names("particles")) == {"euler", "heun", "ssprk2", "rk23", "adaptive"}
     assert set(integrator_names("mesh")) == {"euler", "heun", "ssprk2", "ssprk3", "implicit"}
     cfg = default_config().with_overrides({"run.solver": "mesh", "solver.integrator": "heun"})
     assert cfg.integrator == "heun"

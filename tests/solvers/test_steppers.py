@@ -53,8 +53,9 @@ def _heun_by_hand(X, path, dt, steps):
     return X
 
 
-@pytest.mark.parametrize("name", integrator_names("particles"))
+@pytest.mark.parametrize("name", [n for n in integrator_names("particles") if not get_stepper(n, "particles").adaptive])
 def test_token_steppers_take_the_registered_steps_bit_for_bit(name):
+    """Fixed-step token schemes (the error-controlled pair: tests/solvers/test_token_adaptive.py)."""
     path = generate_weight_path(FrozenProcess(), H=2, d=3, T=0.2, dt=0.02, init="gaussian", seed=1)
     X0 = initial_tokens("uniform", 30, 3, seed=2)
     ps = ParticleSolver(X0, path, integrator=name)

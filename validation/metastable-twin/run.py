@@ -5,7 +5,8 @@
 Runs ``spherepde run --example metastable-mesh`` (output.vtk off) into OUT/mesh and
 ``--example metastable-particles`` into OUT/particles with a snapshot every time unit, and its first
 START = 5 time units again with a snapshot every 0.01 (OUT/particles-start; the first merge is near
-t = 2). Snapshots change nothing in a token run (fixed steps; records and snapshots fall on them).
+t = 2). A snapshot every time unit changes nothing in the token run: its records are every time unit
+(the example's error-controlled steps land on records and snapshots; the START run's finer output makes it land every 0.01).
 ``--reuse`` keeps a run folder that already completed. One definition of a merge on both levels
 (spherepde.model.clusters.MERGE_ANGLE): two clusters whose centres are closer than 0.01 rad.
 
