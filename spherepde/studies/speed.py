@@ -73,11 +73,27 @@ def _implicit(r: dict) -> dict:
             "target_met": r["target_met"]}
 
 
+def _tokens(r: dict) -> dict:
+    f, a = r["fixed"], r["adaptive"]
+
+    def side(x, what):
+        return (f"{what}: {x['steps']:,} steps, {x['evaluations']:,} evaluations, {x['wall_s']:.3g} s, "
+                f"merges at t = {', '.join(f'{m:.6g}' for m in x['merge_times']) or 'none'}")
+
+    return {"ratio": r["step_ratio"], "ratio_of": f"steps to T = {r['T']:g} ({r['evaluation_ratio']:.3g}x fewer evaluations, "
+            f"{r['wall_ratio']:.3g}x less wall time)",
+            "target_ratio": r["target"]["step_ratio"],
+            "accuracy": {"merge_times_max_rel_diff": r["merge_max_rel_diff"], "energy_max_rel_diff": r["energy_max_rel_diff"]},
+            "accuracy_bound": f"merge times within {r['target']['merge_max_rel_diff']:g} relative (the same number of merges)",
+            "old": side(f, f"fixed Heun, dt = {f['dt']:g}"), "new": side(a, f"rk23, tol {r['tol']:g}"),
+            "target_met": r["target_met"] if isinstance(r["target_met"], bool) else None}
+
+
 def _generic(r: dict) -> dict:
     return {k: r.get(k) for k in ("ratio", "ratio_of", "target_ratio", "accuracy", "accuracy_bound", "old", "new", "target_met")}
 
 
-_SUMMARIES = {"h100": _h100, "implicit": _implicit}
+_SUMMARIES = {"h100": _h100, "implicit": _implicit, "tokens": _tokens}
 
 
 def summary(key: str, r: dict) -> dict:
