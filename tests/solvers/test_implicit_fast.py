@@ -210,3 +210,42 @@ def test_few_point_sums_are_the_direct_sums(m, k):
     ref = attention_moments(X, Y, w, A, want_q=True, log=True, summation="direct")
     for a, b in zip(few, ref):
         assert np.max(np.abs(a - b)) <= 1e-12 * max(1.0, np.max(np.abs(b)))
+
+
+# ----------------------------------------------------------------- first same as last, one evaluation per step
+@pytest.mark.parametrize("atoms", [False, True])
+def test_implicit_step_starts_from_the_last_steps_evaluation(atoms):
+    """Before any point mass exists (a uniform-ish start, no collapse), a fixed-dt implicit step evaluates its state
+    once: the end state's evaluation (the error estimate's) is the next step's start (first same as last), so n steps
+    cost n + 1 evaluations, and the cells are summed in full once per evaluation, no more."""
+    from spherepde.solvers import fv
+
+    mesh = sp.icosphere(6)
+    rng = np.random.default_rng(3)
+    rho = 1.0 + 0.05 * rng.standard_normal(mesh.n_cells)
+    ms = MeshSolver(mesh, rho, frozen(1.0, 1.0, H=2), order=1, integrator="implicit", atoms=atoms, dt=0.05, summation="fast")
+    calls = {"ev": 0, "cells": 0}
+    ev, cf = ms._evaluate, fv.cell_fields
+
+    def counted_ev(*a, **k):
+        calls["ev"] += 1
+        return ev(*a, **k)
+
+    def counted_cf(*a, **k):
+        calls["cells"] += 1
+        return cf(*a, **k)
+
+    import spherepde.solvers.mesh as mesh_mod
+
+    ms._evaluate = counted_ev
+    orig = mesh_mod.cell_fields
+    mesh_mod.cell_fields = counted_cf
+    try:
+        ms._cache = None
+        ms.advance(0.5)
+    finally:
+        mesh_mod.cell_fields = orig
+    assert len(ms.points.m) == 0
+    assert ms.step_count == 10
+    assert calls["ev"] == ms.step_count + 1  # the first state's evaluation, then one per step
+    assert calls["cells"] == calls["ev"]
