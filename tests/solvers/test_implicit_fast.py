@@ -249,3 +249,31 @@ def test_implicit_step_starts_from_the_last_steps_evaluation(atoms):
     assert ms.step_count == 10
     assert calls["ev"] == ms.step_count + 1  # the first state's evaluation, then one per step
     assert calls["cells"] == calls["ev"]
+
+
+@pytest.mark.parametrize("atoms", [False, True])
+def test_scheme_g2_read_later_is_the_same_bits(atoms):
+    """An evaluation's G2_scheme, computed when first read (fv.with_scheme_g2), equals the scheme_g2 computed at once
+    (the legacy route's) bit for bit, through [] and get alike; a missing key still raises."""
+    from spherepde.solvers.fv import fv_rhs, scheme_g2
+
+    mesh = sp.icosphere(6)
+    if atoms:
+        lazy, now = _with_points(mesh, 0.3), _with_points(mesh, 0.3)
+    else:
+        rho = densities.vmf_mixture(mesh, [[0.0, 0.6, 0.8]], [5.0], [1.0])
+        lazy = MeshSolver(mesh, rho, frozen(4.0, 1.0, H=2), order=2, integrator="implicit")
+        now = MeshSolver(mesh, rho, frozen(4.0, 1.0, H=2), order=2, integrator="implicit")
+    now.stepper = LEGACY
+    a, b = lazy._evaluate(lazy.rho, 0.0), now._evaluate(now.rho, 0.0)
+    assert "G2_scheme" in b.rates and "G2_scheme" not in a.rates  # not computed until read
+    g = lazy.geom
+    flux = np.empty(g.n_edges)
+    fv_rhs(g, face_values(g, lazy.rho, 1 if atoms else 2), a.u, flux=flux)
+    ref = scheme_g2(g, a.rates["logZ"], a.u, flux) + (a.rates["G2_atoms"] if atoms else 0.0)
+    assert a.rates.get("G2_scheme") == ref == a.rates["G2_scheme"]
+    if not atoms:  # the same evaluation on the legacy route, which computes it at once
+        assert b.rates["G2_scheme"] == ref
+    with pytest.raises(KeyError):
+        a.rates["no such rate"]
+    assert a.rates.get("no such rate", 7) == 7
