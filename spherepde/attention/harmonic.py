@@ -77,7 +77,7 @@ import numpy as np
 from scipy.special import ive
 
 from spherepde._base import log_once
-from spherepde._numba import SIMD_FASTMATH, njit, prange
+from spherepde._numba import SIMD_FASTMATH, njit, prange, serial_below
 from spherepde.attention.direct import direct_scaled
 
 __all__ = [
@@ -729,10 +729,16 @@ def _kappa_max_kernel(X, A, out):  # pragma: no cover - compiled
         out[h] = math.sqrt(km)
 
 
+#: kappa_max runs on one thread below SERIAL_WORK * KAPPA_WORK target-heads (m H): a head's max costs ~15 flops per target,
+#: far less than waking the thread pool (the same bits either way: each head is one thread's loop).
+KAPPA_WORK = 64
+
+
 def kappa_max(X, A) -> np.ndarray:
-    """kappa_h = max_i |A_h^T x_i|, shape (H,) (X (m, 3), A (H, 3, 3))."""
+    """kappa_h = max_i |A_h^T x_i|, shape (H,) (X (m, 3), A (H, 3, 3)); the same bits on any thread count."""
     out = np.empty(A.shape[0])
-    _kappa_max_kernel(np.ascontiguousarray(X, dtype=np.float64), np.ascontiguousarray(A, dtype=np.float64), out)
+    with serial_below(X.shape[0] * A.shape[0] / KAPPA_WORK):  # waking the threads costs more than a few million products
+        _kappa_max_kernel(np.ascontiguousarray(X, dtype=np.float64), np.ascontiguousarray(A, dtype=np.float64), out)
     return out
 
 
@@ -744,16 +750,26 @@ def degree_table(kappa: float, tol: float, l_max: int = L_MAX):
     return _degree_table(nq, float(tol), int(l_max))
 
 
-@functools.lru_cache(maxsize=64)
+#: (tol, l_max) -> (deg, tail) of the longest table built so far: a shorter table is its prefix (entry kq depends on kq,
+#: tol and l_max alone), so a kappa that moves from step to step extends one table instead of building a new one.
+_DEGREE_TABLES: dict = {}
+
+
 def _degree_table(nq: int, tol: float, l_max: int):
-    deg = np.empty(nq, dtype=np.int64)
-    tail = np.empty(nq)
-    for k in range(nq):
-        deg[k] = _choose_degree_cached(k / 64.0, tol, l_max)
-        tail[k] = _tail_cached(k / 64.0, int(deg[k])) if deg[k] >= 0 else math.inf
-    for arr in (deg, tail):
-        arr.flags.writeable = False
-    return deg, tail
+    deg, tail = _DEGREE_TABLES.get((tol, l_max), (np.empty(0, dtype=np.int64), np.empty(0)))
+    n0 = deg.shape[0]
+    if nq > n0:
+        deg = np.concatenate([deg, np.empty(nq - n0, dtype=np.int64)])
+        tail = np.concatenate([tail, np.empty(nq - n0)])
+        for k in range(n0, nq):
+            deg[k] = _choose_degree_cached(k / 64.0, tol, l_max)
+            tail[k] = _tail_cached(k / 64.0, int(deg[k])) if deg[k] >= 0 else math.inf
+        for arr in (deg, tail):
+            arr.flags.writeable = False
+        if len(_DEGREE_TABLES) >= 64:  # a bound on the memory, as the lru_cache before
+            _DEGREE_TABLES.clear()
+        _DEGREE_TABLES[(tol, l_max)] = (deg, tail)
+    return deg[:nq], tail[:nq]
 
 
 def target_expansion(X, A, degrees, S: np.ndarray, *, want_q: bool = False):

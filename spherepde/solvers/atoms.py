@@ -30,7 +30,7 @@ from spherepde.model.clusters import MERGE_ANGLE, MIN_CLUSTER_MASS
 from spherepde.model.fused import fused_rates
 from spherepde.model.velocity import DEFAULT_ATTENTION, HeadFields, is_normalised, project, velocity_from_fields
 from spherepde.solvers.errors import positive
-from spherepde.solvers.fv import face_values, fv_rhs, potential_edge_velocity, scheme_g2
+from spherepde.solvers.fv import face_values, fv_rhs, potential_edge_velocity, with_scheme_g2
 from spherepde.solvers.integrators import STEPPERS, OptionError, Stepper
 
 __all__ = ["DENSE_FLOOR", "SKIP_SHARE", "UNIT_TOL", "PointMasses", "check_point_masses", "initial_point_masses"]
@@ -224,7 +224,7 @@ class PointMasses:
         rates["transport"] = float(np.sum(rates["xi"][:nc] * g.areas * rhs) + np.sum(self.m * np.sum(gx * v, axis=1)))
         rates["G2_atoms"] = float(np.sum(self.m * np.sum(v * v, axis=1) / mob))
         rates["transport_atoms"] = float(np.sum(self.m * np.sum(gx * v, axis=1)))
-        rates["G2_scheme"] = scheme_g2(g, logZ[:nc], u, flux, normalised=ms.normalised) + rates["G2_atoms"]
+        rates = with_scheme_g2(rates, g, logZ[:nc], u, flux, ms.normalised, rates["G2_atoms"], now=getattr(ms.stepper, "legacy", False))
         rates["logZ"] = logZ[:nc]
         rates["cells_skipped"] = skipped
         rates["Phi"] = rates["Phi"][:nc]

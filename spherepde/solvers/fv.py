@@ -109,6 +109,7 @@ __all__ = [
     "reconstruct",
     "rigid_rotation_edge_velocity",
     "scheme_g2",
+    "with_scheme_g2",
 ]
 
 #: Edge-velocity forms accepted by :func:`edge_velocity` and the mesh solver.
@@ -371,8 +372,37 @@ def scheme_g2(geom: Geometry, logZ, u, flux, *, normalised: bool = True) -> floa
     if not normalised:
         return float(np.sum(geom.edge_lengths * geom.node_distances * flux * u))
     out = np.empty(geom.n_edges)
-    with serial_below(geom.n_edges * logZ.shape[1]):
+    with serial_below(geom.n_edges * logZ.shape[1] / 2):  # an exp per edge and head: the threads pay from about 10^5
         _scheme_g2_kernel(logZ, geom.edge_cells, geom.edge_lengths, geom.node_distances, flux, u, out)
     return float(np.sum(out))
 
 
+class _Rates(dict):
+    """A state's rates (a dict) whose ``G2_scheme`` is computed when first read (``[]`` or ``get``): an implicit step
+    reads it only where a record is written, an explicit stage at every stage (the energy balance's quadrature)."""
+
+    _g2: tuple | None = None  # the arguments of scheme_g2 and the terms added to it, until computed
+
+    def __missing__(self, key):
+        if key != "G2_scheme" or self._g2 is None:
+            raise KeyError(key)
+        (geom, logZ, u, flux, normalised, *extra), self._g2 = self._g2, None
+        value = scheme_g2(geom, logZ, u, flux, normalised=normalised)
+        for term in extra:
+            value = value + term
+        self["G2_scheme"] = value
+        return value
+
+    def get(self, key, default=None):
+        return self[key] if key in self or (key == "G2_scheme" and self._g2 is not None) else default
+
+
+def with_scheme_g2(rates: dict, geom: Geometry, logZ, u, flux, normalised: bool, *extra: float, now: bool = False) -> dict:
+    """``rates`` with ``G2_scheme`` = :func:`scheme_g2` (geom, logZ, u, flux) (+ ``extra``, the point masses' term),
+    evaluated when first read -- the same bits as computing it at once (its arguments must not change meanwhile);
+    ``now``: at once (the implicit stepper's legacy route, as before)."""
+    out = _Rates(rates)
+    out._g2 = (geom, logZ, u, flux, normalised, *extra)
+    if now:
+        out["G2_scheme"]
+    return out

@@ -59,7 +59,7 @@ from spherepde.solvers.fv import (
     fv_rhs,
     midpoint_edge_velocity,
     potential_edge_velocity,
-    scheme_g2,
+    with_scheme_g2,
 )
 from spherepde.solvers.integrators import SNAP_TOL, OptionError, Stepper, get_stepper
 
@@ -230,7 +230,7 @@ class MeshSolver:
         if drhs is not None:  # token noise: the diffusion's work, the free energy's dissipation, the entropy
             rates.update(noise_rates(g, rho, rates["xi"], drhs, flux, self.noise, self.path.sign))
         # G^2 of the scheme (closes the paper-form balance) beside the nodal G2 (the estimate of the continuum value)
-        rates["G2_scheme"] = scheme_g2(g, logZ, u, flux, normalised=self.normalised)
+        rates = with_scheme_g2(rates, g, logZ, u, flux, self.normalised, now=getattr(self.stepper, "legacy", False))
         rates["logZ"] = logZ
         return _Stage(u, rhs, self._bound(u, rho, faces), rates)
 

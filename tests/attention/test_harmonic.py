@@ -411,3 +411,30 @@ def test_far_head_between_expanded_heads(log_form):
     assert np.max(np.abs(lz - np.log(Zr))) <= 1e-10
     assert np.max(np.abs(mb - Mr / Zr[..., None])) <= 1e-10
     assert np.max(np.abs(qb - Qr / Zr)) <= 1e-10
+
+
+@pytest.mark.parametrize("m,H", [(50, 1), (5120, 4), (20480, 100)])
+def test_kappa_max_serial_equals_parallel_bitwise(m, H):
+    """kappa_max runs on one thread for small work (serial_below): the same bits as the parallel kernel, and the plain
+    NumPy max of |A_h^T x_i| to round-off."""
+    import numba
+
+    from spherepde.attention.harmonic import _kappa_max_kernel, kappa_max
+
+    rng = np.random.default_rng(m + H)
+    X = rng.standard_normal((m, 3))
+    X /= np.linalg.norm(X, axis=1)[:, None]
+    A = rng.standard_normal((H, 3, 3)) * 4.0
+    got = kappa_max(X, A)
+    par = np.empty(H)
+    _kappa_max_kernel(X, A, par)  # on the pool's threads
+    n = numba.get_num_threads()
+    numba.set_num_threads(1)
+    try:
+        ser = np.empty(H)
+        _kappa_max_kernel(X, A, ser)
+    finally:
+        numba.set_num_threads(n)
+    assert np.array_equal(got, par) and np.array_equal(got, ser)
+    ref = np.linalg.norm(np.einsum("hji,mj->mhi", A, X), axis=2).max(axis=0)
+    assert np.allclose(got, ref, rtol=1e-14, atol=0)

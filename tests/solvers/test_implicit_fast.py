@@ -210,3 +210,70 @@ def test_few_point_sums_are_the_direct_sums(m, k):
     ref = attention_moments(X, Y, w, A, want_q=True, log=True, summation="direct")
     for a, b in zip(few, ref):
         assert np.max(np.abs(a - b)) <= 1e-12 * max(1.0, np.max(np.abs(b)))
+
+
+# ----------------------------------------------------------------- first same as last, one evaluation per step
+@pytest.mark.parametrize("atoms", [False, True])
+def test_implicit_step_starts_from_the_last_steps_evaluation(atoms):
+    """Before any point mass exists (a uniform-ish start, no collapse), a fixed-dt implicit step evaluates its state
+    once: the end state's evaluation (the error estimate's) is the next step's start (first same as last), so n steps
+    cost n + 1 evaluations, and the cells are summed in full once per evaluation, no more."""
+    from spherepde.solvers import fv
+
+    mesh = sp.icosphere(6)
+    rng = np.random.default_rng(3)
+    rho = 1.0 + 0.05 * rng.standard_normal(mesh.n_cells)
+    ms = MeshSolver(mesh, rho, frozen(1.0, 1.0, H=2), order=1, integrator="implicit", atoms=atoms, dt=0.05, summation="fast")
+    calls = {"ev": 0, "cells": 0}
+    ev, cf = ms._evaluate, fv.cell_fields
+
+    def counted_ev(*a, **k):
+        calls["ev"] += 1
+        return ev(*a, **k)
+
+    def counted_cf(*a, **k):
+        calls["cells"] += 1
+        return cf(*a, **k)
+
+    import spherepde.solvers.mesh as mesh_mod
+
+    ms._evaluate = counted_ev
+    orig = mesh_mod.cell_fields
+    mesh_mod.cell_fields = counted_cf
+    try:
+        ms._cache = None
+        ms.advance(0.5)
+    finally:
+        mesh_mod.cell_fields = orig
+    assert len(ms.points.m) == 0
+    assert ms.step_count == 10
+    assert calls["ev"] == ms.step_count + 1  # the first state's evaluation, then one per step
+    assert calls["cells"] == calls["ev"]
+
+
+@pytest.mark.parametrize("atoms", [False, True])
+def test_scheme_g2_read_later_is_the_same_bits(atoms):
+    """An evaluation's G2_scheme, computed when first read (fv.with_scheme_g2), equals the scheme_g2 computed at once
+    (the legacy route's) bit for bit, through [] and get alike; a missing key still raises."""
+    from spherepde.solvers.fv import fv_rhs, scheme_g2
+
+    mesh = sp.icosphere(6)
+    if atoms:
+        lazy, now = _with_points(mesh, 0.3), _with_points(mesh, 0.3)
+    else:
+        rho = densities.vmf_mixture(mesh, [[0.0, 0.6, 0.8]], [5.0], [1.0])
+        lazy = MeshSolver(mesh, rho, frozen(4.0, 1.0, H=2), order=2, integrator="implicit")
+        now = MeshSolver(mesh, rho, frozen(4.0, 1.0, H=2), order=2, integrator="implicit")
+    now.stepper = LEGACY
+    a, b = lazy._evaluate(lazy.rho, 0.0), now._evaluate(now.rho, 0.0)
+    assert "G2_scheme" in b.rates and "G2_scheme" not in a.rates  # not computed until read
+    g = lazy.geom
+    flux = np.empty(g.n_edges)
+    fv_rhs(g, face_values(g, lazy.rho, 1 if atoms else 2), a.u, flux=flux)
+    ref = scheme_g2(g, a.rates["logZ"], a.u, flux) + (a.rates["G2_atoms"] if atoms else 0.0)
+    assert a.rates.get("G2_scheme") == ref == a.rates["G2_scheme"]
+    if not atoms:  # the same evaluation on the legacy route, which computes it at once
+        assert b.rates["G2_scheme"] == ref
+    with pytest.raises(KeyError):
+        a.rates["no such rate"]
+    assert a.rates.get("no such rate", 7) == 7
