@@ -33,10 +33,12 @@ not reached cost nothing but the Bessel coefficients (computed to the a-priori d
 from __future__ import annotations
 
 import math
+import sys
 
 import numpy as np
 
 from spherepde._numba import SIMD_FASTMATH, njit, prange
+from spherepde.attention import harmonic
 from spherepde.attention.harmonic import _P, _azimuth_v, _bessel_block, _block_centres, _load_block, _scaled_il, _store_block
 
 __all__ = ["tail_table"]
@@ -238,3 +240,6 @@ def _target_kernel(X, A, S, want_q, deg_z, tails, wsum, tol_z, tol_mt, rho, log_
             degs[kb, h, 1] = Lm
             _store_block(acc, kap, x0, x1, x2, i0, nv, h, want_q, log_form, wsum, tails[kq, Lz], tails[kq, Lm], rho,
                          tol_z, tol_m, Z, M, Q, bad)
+
+
+harmonic.ADAPTIVE_RULE["module"] = sys.modules[__name__]  # the degree_rule "adaptive" of harmonic.moments

@@ -840,6 +840,9 @@ def _to_log(C, Z, M, Q):
 #: stops each block at the first degree that passes the a-posteriori test (:mod:`spherepde.attention.adaptive`),
 #: "a-priori" takes the table degree of the block's largest kappa (the previous kernel, kept for comparison).
 DEGREE_RULES = ("adaptive", "a-priori")
+#: The adaptive rule's kernels: :mod:`spherepde.attention.adaptive` registers itself here on import (it builds on
+#: this module's kernels, so this module does not import it: no import cycle).
+ADAPTIVE_RULE: dict = {}
 
 #: ``target_masses``: the largest tolerance of the moments at a target of negligible mass
 MOMENTS_TOL_CAP = 1e-3
@@ -984,8 +987,9 @@ def _expand(X, Y, w, A, kappa, degrees, far, wsum, tol, tol_m, l_max, want_q, lo
     Q = np.empty((m, Hn) if want_q else (0, 0))
     bad = np.zeros((m, Hn), dtype=np.uint8)
     if degree_rule == "adaptive":
-        from spherepde.attention import adaptive
-
+        adaptive = ADAPTIVE_RULE.get("module")
+        if adaptive is None:  # registered by spherepde.attention.adaptive on import (the package's __init__ imports it)
+            raise RuntimeError("degree_rule 'adaptive' needs spherepde.attention.adaptive imported (import spherepde.attention)")
         degs = np.empty((_cdiv(m, _P), Hn, 2), dtype=np.int64)
         adaptive._target_kernel(X, An, np.ascontiguousarray(S), bool(want_q), deg_z, adaptive.tail_table(deg_z.shape[0], l_max), wsum,
                                tol, _moment_tolerances(tol_m, m, target_masses), _round_allowance(Y.shape[0]), bool(log_form), *_legendre_tables(int(deg_z.max())),
