@@ -124,3 +124,17 @@ def test_figures_are_copied_and_every_image_path_resolves(pages):
     listed = sum(len(e.get("figures", [])) for f in GEN.report_folders()
                  for e in json.loads((f / "report.json").read_text(encoding="utf-8"))["studies"].values())
     assert n == listed + 1  # and the sweep's analysis.png
+
+
+def test_speed_report_rows_are_the_json(pages):
+    """The ``spherepde bench --speed`` table of the performance page: one row per entry, ratio,
+    target and target met as in ``benchmarks/speed.json``."""
+    _, text = pages
+    d = json.loads((ROOT / "benchmarks" / "speed.json").read_text(encoding="utf-8"))
+    (rows,) = _tables_after(text["performance"], "## benchmarks/speed.json")
+    assert [r[0] for r in rows] == list(d["entries"])
+    for row, e in zip(rows, d["entries"].values()):
+        assert row[1] == GEN.cell(e["ratio"]) and row[3] == GEN.cell(e["target_ratio"])
+        assert float(row[1]) == pytest.approx(e["ratio"], rel=1e-3)
+        assert row[6] == ("yes" if e["target_met"] else "**no**")
+        assert GEN.text(e["new"]) in text["performance"]

@@ -26,6 +26,7 @@ from __future__ import annotations
 import datetime as _dt
 import importlib
 import os
+import platform
 import time
 
 #: Entries: key, what it measures, ``module:function`` (each ``function(quick) -> dict``).
@@ -114,7 +115,7 @@ def run_speed(quick: bool = False, progress=None, only=None) -> dict:
     if unknown:
         raise ValueError(f"unknown speed entr{'y' if len(unknown) == 1 else 'ies'} {', '.join(unknown)}; choose from {', '.join(keys)}")
     report = {"command": COMMAND + (" --quick" if quick else ""), "date": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
-              "machine": _machine(), "quick": bool(quick), "entries": {}}
+              "machine": {**_machine(), "platform": platform.platform()}, "quick": bool(quick), "entries": {}}
     t0 = time.perf_counter()
     for key, what, spec in ENTRIES:
         if only and key not in only:
