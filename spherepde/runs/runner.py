@@ -574,7 +574,8 @@ class _StepBudget:
             fix = "loosen solver.tol, or" if self.reference else ""
             raise StepBudgetError(
                 f"the time step collapsed (dt = {self.solver.last_step():.3g} at t = {t:.6g}, step {n}): reaching T = {self.T:g} would take about "
-                f"{projected:.3g} steps, {limit} -- {fix} check the weights (e.g. weights.kappa, weights.sigma, weights.beta) or use a coarser mesh"
+                f"{projected:.3g} steps, {limit} -- {fix} check the weights (e.g. weights.kappa, weights.sigma, weights.beta)"
+                + (" or use a coarser mesh" if getattr(self.solver, "mesh", None) is not None else "")  # tokens have no mesh to coarsen
             )
 
 
