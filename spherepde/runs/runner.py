@@ -684,8 +684,10 @@ class _AfterRecord:
         wall, t0 = now - self.wall0, self.start_t
         to_go = (now - self.session0) / (t_r - t0) * (cfg.solver.T - t_r) if t_r > t0 else float("nan")
         projected = f", about {solver.step_count / t_r * cfg.solver.T:.0f} steps in all at this rate" if self.budget.reference and t_r > 0 else ""
-        log.info("t = %g: %d steps so far (dt = %.3g)%s, %.0f s of wall time, about %.0f s to go at this rate",
-                 t_r, solver.step_count, solver.last_step(), projected, wall, to_go)
+        h_next = getattr(solver, "h_next", None) if getattr(solver, "adaptive", False) else None  # rk23 tokens: the last step landed on t_r
+        nxt = f"; next try {h_next:.3g}" if h_next is not None else ""
+        log.info("t = %g: %d steps so far (dt = %.3g%s)%s, %.0f s of wall time, about %.0f s to go at this rate",
+                 t_r, solver.step_count, solver.last_step(), nxt, projected, wall, to_go)
 
     def record(self, r: int, t_r: float, row: dict, guard, *, last: bool = False) -> None:
         """After the row of record ``r`` at ``t_r``; ``guard.flag``: Ctrl-C / SIGTERM seen (checkpoint now); ``last``: the run ends
