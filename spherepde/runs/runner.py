@@ -827,9 +827,11 @@ def _run_folder_session(cfg: Config, rf: RunFolder, solver, path: WeightPath, me
                     extra.update(nucleation.run_entry(folder, cfg, path))  # circle runs of one frozen isotropic head: predicted and final clusters
                 _write_summary(rf, cfg, status, time.monotonic() - wall0, extra or None, session=session())
                 steps = solver.step_count
-                log.info("run %s: %s in %.1f s%s%s", folder, status, session(),
+                rejected = getattr(solver, "rejected", None) if getattr(solver, "adaptive", False) else None  # rk23 tokens (checkpointed)
+                log.info("run %s: %s in %.1f s%s%s%s", folder, status, session(),
                          f" ({time.monotonic() - wall0:.1f} s since the start, all sessions)" if session0 != wall0 else "",
-                         f", {steps} steps" + (f" (estimated at the start: {estimate})" if estimate and fresh else "") if steps is not None else "")
+                         f", {steps} steps" + (f" (estimated at the start: {estimate})" if estimate and fresh else "") if steps is not None else "",
+                         f" and {rejected} rejected tries" if rejected is not None else "")
         except KeyboardInterrupt as exc:
             _log_to_file(handler, "aborted by a second interrupt; continue from the last checkpoint with: spherepde resume " + str(folder), exc)
             best_effort(SUMMARY_FILE, _write_summary, rf, cfg, "interrupted", time.monotonic() - wall0, handler=handler, session=session())

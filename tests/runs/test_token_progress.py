@@ -30,3 +30,5 @@ def test_rk23_progress_names_the_controllers_next_try(tmp_path):
     lines = re.findall(r"t = ([0-9.]+): \d+ steps so far \(dt = ([0-9.e-]+); next try ([0-9.e-]+)\)", (folder / "run.log").read_text())
     assert [float(t) for t, _, _ in lines] == [0.1, 0.2, 0.3]
     assert all(float(nxt) > 0 for _, _, nxt in lines)
+    done = re.findall(r"completed in [0-9.]+ s, (\d+) steps and (\d+) rejected tries", (folder / "run.log").read_text())
+    assert len(done) == 1 and int(done[0][0]) >= 8  # at least one step per record
