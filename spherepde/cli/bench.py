@@ -110,11 +110,17 @@ def cmd_speed(args) -> int:
     if bad:
         print(f"spherepde bench: unknown --only entry {', '.join(bad)}; choose from {', '.join(keys)}", file=sys.stderr)
         return 2
+    if args.out and os.path.isdir(args.out):  # --force replaces a file, never a folder
+        print(f"spherepde bench: {args.out} is a folder; --out takes a file (e.g. {os.path.join(args.out, 'speed.json')})", file=sys.stderr)
+        return 2
     if args.out and os.path.exists(args.out) and not args.force:  # checked before the run too: never after a long run
         print(f"spherepde bench: {args.out} exists; pass --force to replace it (or choose another --out)", file=sys.stderr)
         return 2
     if args.out and not os.path.isdir(os.path.dirname(os.path.abspath(args.out))):
         print(f"spherepde bench: folder {os.path.dirname(args.out)} does not exist (create it, or choose another --out)", file=sys.stderr)
+        return 2
+    if args.force and not args.out:
+        print("spherepde bench: --force goes with --out FILE", file=sys.stderr)
         return 2
     report = run_speed(args.quick, progress=None if args.json else (lambda s: print(s, file=sys.stderr)), only=args.only)
     if args.json:
@@ -131,6 +137,9 @@ def cmd_bench(args) -> int:
         return cmd_speed(args)
     if getattr(args, "only", None) or getattr(args, "out", None):
         print("spherepde bench: --only and --out go with --speed", file=sys.stderr)
+        return 2
+    if getattr(args, "force", False):
+        print("spherepde bench: --force goes with --speed --out FILE", file=sys.stderr)
         return 2
     report = run_benchmarks(args.quick, progress=None if args.json else (lambda s: print(s, file=sys.stderr)))
     if args.json:

@@ -574,7 +574,8 @@ class _StepBudget:
             fix = "loosen solver.tol, or" if self.reference else ""
             raise StepBudgetError(
                 f"the time step collapsed (dt = {self.solver.last_step():.3g} at t = {t:.6g}, step {n}): reaching T = {self.T:g} would take about "
-                f"{projected:.3g} steps, {limit} -- {fix} check the weights (e.g. weights.kappa, weights.sigma, weights.beta) or use a coarser mesh"
+                f"{projected:.3g} steps, {limit} -- {fix} check the weights (e.g. weights.kappa, weights.sigma, weights.beta)"
+                + (" or use a coarser mesh" if getattr(self.solver, "mesh", None) is not None else "")  # tokens have no mesh to coarsen
             )
 
 
@@ -683,8 +684,10 @@ class _AfterRecord:
         wall, t0 = now - self.wall0, self.start_t
         to_go = (now - self.session0) / (t_r - t0) * (cfg.solver.T - t_r) if t_r > t0 else float("nan")
         projected = f", about {solver.step_count / t_r * cfg.solver.T:.0f} steps in all at this rate" if self.budget.reference and t_r > 0 else ""
-        log.info("t = %g: %d steps so far (dt = %.3g)%s, %.0f s of wall time, about %.0f s to go at this rate",
-                 t_r, solver.step_count, solver.last_step(), projected, wall, to_go)
+        h_next = getattr(solver, "h_next", None) if getattr(solver, "adaptive", False) else None  # rk23 tokens: the last step landed on t_r
+        nxt = f"; next try {h_next:.3g}" if h_next is not None else ""
+        log.info("t = %g: %d steps so far (dt = %.3g%s)%s, %.0f s of wall time, about %.0f s to go at this rate",
+                 t_r, solver.step_count, solver.last_step(), nxt, projected, wall, to_go)
 
     def record(self, r: int, t_r: float, row: dict, guard, *, last: bool = False) -> None:
         """After the row of record ``r`` at ``t_r``; ``guard.flag``: Ctrl-C / SIGTERM seen (checkpoint now); ``last``: the run ends
@@ -824,9 +827,11 @@ def _run_folder_session(cfg: Config, rf: RunFolder, solver, path: WeightPath, me
                     extra.update(nucleation.run_entry(folder, cfg, path))  # circle runs of one frozen isotropic head: predicted and final clusters
                 _write_summary(rf, cfg, status, time.monotonic() - wall0, extra or None, session=session())
                 steps = solver.step_count
-                log.info("run %s: %s in %.1f s%s%s", folder, status, session(),
+                rejected = getattr(solver, "rejected", None) if getattr(solver, "adaptive", False) else None  # rk23 tokens (checkpointed)
+                log.info("run %s: %s in %.1f s%s%s%s", folder, status, session(),
                          f" ({time.monotonic() - wall0:.1f} s since the start, all sessions)" if session0 != wall0 else "",
-                         f", {steps} steps" + (f" (estimated at the start: {estimate})" if estimate and fresh else "") if steps is not None else "")
+                         f", {steps} steps" + (f" (estimated at the start: {estimate})" if estimate and fresh else "") if steps is not None else "",
+                         f" and {rejected} rejected tries" if rejected is not None else "")
         except KeyboardInterrupt as exc:
             _log_to_file(handler, "aborted by a second interrupt; continue from the last checkpoint with: spherepde resume " + str(folder), exc)
             best_effort(SUMMARY_FILE, _write_summary, rf, cfg, "interrupted", time.monotonic() - wall0, handler=handler, session=session())

@@ -114,11 +114,13 @@ def run_speed(quick: bool = False, progress=None, only=None) -> dict:
     unknown = sorted(set(only or ()) - set(keys))
     if unknown:
         raise ValueError(f"unknown speed entr{'y' if len(unknown) == 1 else 'ies'} {', '.join(unknown)}; choose from {', '.join(keys)}")
-    report = {"command": COMMAND + (" --quick" if quick else ""), "date": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+    picked = [k for k in keys if not only or k in only]
+    command = COMMAND + (" --quick" if quick else "") + ("" if picked == keys else " --only " + " ".join(picked))
+    report = {"command": command, "date": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
               "machine": {**_machine(), "platform": platform.platform()}, "quick": bool(quick), "entries": {}}
     t0 = time.perf_counter()
     for key, what, spec in ENTRIES:
-        if only and key not in only:
+        if key not in picked:
             continue
         say(f"{key}: {what} ...")
         s = time.perf_counter()

@@ -435,3 +435,13 @@ def test_an_implicit_run_warns_when_its_start_perturbation_is_below_its_toleranc
         assert len(lines) == int(warns), err
         if warns:
             assert "solver.tol <= 0.0003" in lines[0] and "ssprk3" in lines[0]
+
+
+@pytest.mark.timeout(120)
+def test_rk23_tokens_with_a_tiny_tolerance_meet_the_step_budget_without_a_mesh_hint(capsys, workdir):
+    code = main(["run", "--example", "metastable-particles", "--set", "initial.n=40", "--set", "solver.T=5",
+                 "--set", "solver.tol=1e-14", "--set", "output.vtk=false", "--out", str(workdir / "tight")])
+    _, err = capsys.readouterr()
+    assert code == 1, err
+    line = err.strip().splitlines()[-1]
+    assert "time step collapsed" in line and "loosen solver.tol" in line and "mesh" not in line  # a token run has no mesh

@@ -51,3 +51,19 @@ def test_cli_writes_json_and_never_replaces_unasked(fake_entries, tmp_path, caps
     assert json.loads(out.read_text())["quick"] is True
     assert main(["bench", "--speed", "--out", str(tmp_path / "no" / "x.json")]) == 2
     assert main(["bench", "--only", "one"]) == 2
+
+
+def test_cli_refuses_a_folder_and_a_stray_force_before_running(fake_entries, tmp_path, capsys, monkeypatch):
+    ran = []
+    monkeypatch.setattr(speed, "run_speed", lambda *a, **k: ran.append(1) or {})
+    assert main(["bench", "--speed", "--out", str(tmp_path), "--force"]) == 2  # --force replaces files, never a folder
+    assert "is a folder" in capsys.readouterr().err and tmp_path.is_dir()
+    assert main(["bench", "--speed", "--force"]) == 2  # --force without --out: nothing to replace
+    assert main(["bench", "--force"]) == 2  # not silently the other benchmarks
+    assert "--force goes with" in capsys.readouterr().err and ran == []
+
+
+def test_report_names_the_entries_it_ran(fake_entries):
+    assert speed.run_speed(False)["command"] == speed.COMMAND
+    assert speed.run_speed(True, only=["two"])["command"] == speed.COMMAND + " --quick --only two"
+    assert speed.run_speed(False, only=["two", "one", "two"])["command"] == speed.COMMAND  # all of them, in any order
