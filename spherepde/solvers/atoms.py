@@ -24,6 +24,7 @@ import math
 
 import numpy as np
 
+from spherepde._numba import njit
 from spherepde.attention import attention_moments
 from spherepde.geometry.protocol import local_maxima
 from spherepde.model.clusters import MERGE_ANGLE, MIN_CLUSTER_MASS
@@ -31,6 +32,7 @@ from spherepde.model.fused import fused_rates
 from spherepde.model.velocity import DEFAULT_ATTENTION, HeadFields, is_normalised, project, velocity_from_fields
 from spherepde.solvers.errors import positive
 from spherepde.solvers.fv import face_values, fv_rhs, potential_edge_velocity, with_scheme_g2
+from spherepde.solvers.implicit import W_MAX
 from spherepde.solvers.integrators import STEPPERS, OptionError, Stepper
 
 __all__ = ["DENSE_FLOOR", "SKIP_SHARE", "UNIT_TOL", "PointMasses", "check_point_masses", "initial_point_masses"]
@@ -54,6 +56,11 @@ EDGE_SHARE = 0.5
 #: The cells' sums at the cells are skipped when twice the cells' mass is at most this share of the step's tolerance
 #: (:meth:`PointMasses._sums`; docs/model.md §4.10).
 SKIP_SHARE = 0.1
+
+#: The cells skipped at an evaluation (:meth:`PointMasses._skipped`) fill this share of the skip's part of the tolerance,
+#: SKIP_SHARE * tol; the kept sums' cells are reused while the rest stays within SKIP_KEEP of it.
+SKIP_FILL = 0.4
+SKIP_KEEP = 0.5
 
 #: At most this many changed cells update the kept cell sums directly (:meth:`PointMasses._cell_sums`) instead of a full sum.
 UPDATE_CELLS = 64
@@ -94,6 +101,68 @@ def _log_add(a, b):
     Ybar = wa[..., None] * a[1] + wb[..., None] * b[1]
     Qbar = None if a[2] is None else wa * a[2] + wb * b[2]
     return logZ, Ybar, Qbar
+
+
+def skip_deltas(nodes, A, logZ_points, m_cells: float, normalised: bool = True) -> np.ndarray:
+    """How far the flux potential at each cell node x can move when the cells' own sum there is left out, (nc,).
+
+    The cells hold mass m_c, so their sum Z^c_h(x) = sum_c' m_c' exp(x^T A_h x_c') <= m_c exp(|A_h^T x|) (the
+    nodes are unit vectors). With the point masses' sum Z^p_h(x) = exp(``logZ_points``) (nc, H) kept, softmax
+    (Phi = (1/H) sum_h log Z_h) moves by at most max_h log(1 + m_c exp(|A_h^T x|) / Z^p_h(x)); unnormalised
+    attention (xi = (1/H) sum_h Z_h) by at most (1/H) sum_h m_c exp(|A_h^T x|)."""
+    out = np.empty(nodes.shape[0])
+    _skip_deltas_kernel(np.ascontiguousarray(nodes, dtype=np.float64), np.ascontiguousarray(A, dtype=np.float64),
+                        np.ascontiguousarray(logZ_points, dtype=np.float64), float(m_cells), bool(normalised), out)
+    return out
+
+
+@njit
+def _skip_deltas_kernel(X, A, logZ, m_cells, normalised, out):  # pragma: no cover - compiled
+    nc, d = X.shape
+    H = A.shape[0]
+    for c in range(nc):
+        acc = 0.0
+        for h in range(H):
+            k2 = 0.0
+            for j in range(d):
+                b = 0.0
+                for i in range(d):
+                    b += A[h, i, j] * X[c, i]
+                k2 += b * b
+            kappa = math.sqrt(k2)
+            if normalised:
+                acc = max(acc, math.log1p(m_cells * math.exp(kappa - logZ[c, h])))
+            else:
+                acc += m_cells * math.exp(kappa)
+        out[c] = acc if normalised else acc / H
+
+
+def face_weight_sums(geom, rho) -> np.ndarray:
+    """a_c = sum over the faces e of cell c of |e| / d_e max(rho_c, rho_n) (n the other cell of e), shape (nc,)."""
+    c, n = geom.edge_cells[:, 0], geom.edge_cells[:, 1]
+    f = geom.edge_lengths / geom.node_distances * np.maximum(rho[c], rho[n])
+    return np.bincount(c, f, geom.n_cells) + np.bincount(n, f, geom.n_cells)
+
+
+def skip_bound(geom, skip, rho, h: float, weights=None) -> float:
+    """The most by which an implicit step of size h with potentials off by at most delta differs from the step with
+    the exact ones, in mass (L^1), for ``skip`` = (delta (nc,), m_c) of :meth:`PointMasses._sums` (docs/model.md §4.10):
+
+        min(2 m_c, 2 h sum_e |e| (delta_c + delta_n) / d_e max(w_c rho_c, w_n rho_n))
+
+    (rho the cells' densities at the step's end, w the frozen face weights, 1 at order 1). The step keeps
+    the cells' mass, so the two end states differ by at most 2 m_c; and with M = C + h K(u) (column sums those of
+    C, M^{-1} >= 0) rho - rho* = M*^{-1} h (K(u*) - K(u)) rho, whose C-weighted L^1 norm is at most h ||(K(u*) -
+    K(u)) rho||_1 <= 2 h sum_e |e| |u_e - u*_e| max(w rho), with |u_e - u*_e| <= (delta_c + delta_n) / d_e."""
+    if skip is None:
+        return 0.0
+    delta, m_cells = skip
+    if delta is None:  # every cell skipped because 2 m_c is within the tolerance's share
+        return 2.0 * m_cells
+    c, n = geom.edge_cells[:, 0], geom.edge_cells[:, 1]
+    wc, wn = (rho[c], rho[n]) if weights is None else (weights[0] * rho[c], weights[1] * rho[n])
+    B = 2.0 * h * float(np.sum(geom.edge_lengths * (delta[c] + delta[n]) / geom.node_distances * np.maximum(wc, wn)))
+    return min(2.0 * m_cells, B)
 
 
 #: A point mass lies on the sphere when ||x| - 1| <= UNIT_TOL (positions are renormalised every step).
@@ -203,7 +272,7 @@ class PointMasses:
         m = np.concatenate([rho * g.areas, self.m])
         A, V = ms.path.matrices(t)
         sigma = ms.path.sigma
-        skipped = 0.0
+        skipped = None
         if getattr(ms.stepper, "legacy", False):  # the previous route: one sum over cells and point masses together
             # empty cells add nothing to the sums; neither do the round-off masses the sparse solve
             # leaves in them (below 1e-16 of the total, far below the sums' accuracy)
@@ -226,72 +295,128 @@ class PointMasses:
         rates["transport_atoms"] = float(np.sum(self.m * np.sum(gx * v, axis=1)))
         rates = with_scheme_g2(rates, g, logZ[:nc], u, flux, ms.normalised, rates["G2_atoms"], now=getattr(ms.stepper, "legacy", False))
         rates["logZ"] = logZ[:nc]
-        rates["cells_skipped"] = skipped
+        rates["skip"] = skipped
         rates["Phi"] = rates["Phi"][:nc]
         rates["xi"] = rates["xi"][:nc]
         return u, rhs, faces, rates, v
 
     def _sums(self, ms, masses: np.ndarray, atom_x: np.ndarray, A: np.ndarray, want_q: bool):
-        """(log Z_h, Y_h/Z_h, Q_h/Z_h or None, skipped) at the cells' nodes and then the point masses, summed by
+        """(log Z_h, Y_h/Z_h, Q_h/Z_h or None, skip) at the cells' nodes and then the point masses, summed by
         source (docs/model.md §4.10): the point masses directly at every target (k sources), the cells directly at
         the point masses (k targets), the cells at the cells by ``ms.summation`` (:meth:`_cell_sums`, kept while
-        the cells do not change) -- or, when the cells' mass m_c is at most ``SKIP_SHARE * ms.tol / 2``,
-        not at all: then ``skipped`` = 2 m_c, the most by which the cells' mass after the step can differ from the
-        step with those sums (both steps keep the cells' mass and its sign), which the step's error estimate adds."""
+        the cells do not change) -- at the cells where they matter only (:meth:`_skipped`): at a skipped cell the
+        cells' part is left out, which changes the flux potential there by at most ``delta`` (:func:`skip_deltas`).
+        ``skip``: None (nothing skipped) or (delta with 0 at the summed cells (nc,), the cells' mass m_c), from
+        which :func:`skip_bound` bounds the step's change by the skip (the step's error estimate adds it)."""
         g = self.geom
         nc = g.n_cells
         X = np.concatenate([g.nodes, atom_x])
         pts = _direct_few(X, atom_x, self.m, A, want_q)
         src = np.flatnonzero(masses > 1e-16)  # empty cells and the sparse solve's round-off masses add nothing
         if src.size == 0:
-            return (*pts, 0.0)
+            return (*pts, None)
         at_points = _direct_few(atom_x, g.nodes[src], masses[src], A, want_q)
         m_cells = float(np.sum(masses))
         top = _log_add(at_points, tuple(None if a is None else a[nc:] for a in pts))
-        cells = tuple(None if a is None else a[:nc] for a in pts)
-        skipped = 2.0 * m_cells if 2.0 * m_cells <= SKIP_SHARE * ms.tol else 0.0
-        if not skipped:
-            cells = _log_add(self._cell_sums(ms, np.where(masses > 1e-16, masses, 0.0), A, want_q), cells)
+        cells = tuple(None if a is None else a[:nc].copy() for a in pts)
+        if 2.0 * m_cells <= SKIP_SHARE * ms.tol:  # every cell skipped: the bound 2 m_c needs no delta
+            delta, skip = None, np.ones(nc, dtype=bool)
+        else:
+            delta = skip_deltas(g.nodes, A, cells[0], m_cells, ms.normalised)
+            skip = self._skipped(ms, masses, delta)
+        act = np.flatnonzero(~skip)
+        if act.size:
+            got = _log_add(self._cell_sums(ms, np.where(masses > 1e-16, masses, 0.0), A, want_q, act),
+                           tuple(None if a is None else a[act] for a in cells))
+            for a, b in zip(cells, got):
+                if a is not None:
+                    a[act] = b
         logZ, Ybar, Qbar = (None if a is None else np.concatenate([a, b]) for a, b in zip(cells, top))
-        return logZ, Ybar, Qbar, skipped
+        if act.size == nc:
+            return logZ, Ybar, Qbar, None
+        return logZ, Ybar, Qbar, (None if delta is None else np.where(skip, delta, 0.0), m_cells)
 
-    def _cell_sums(self, ms, masses: np.ndarray, A: np.ndarray, want_q: bool):
-        """(log Z_h, Y_h/Z_h, Q_h/Z_h) of the cells (masses (nc,), zero where empty) at the cells' nodes by
-        ``ms.summation``. The last full sum is kept with its masses: the same masses return it; where at most
+    def _skipped(self, ms, masses: np.ndarray, delta: np.ndarray) -> np.ndarray:
+        """Which cells' sums at the cells are skipped, (nc,) bool, when 2 m_c exceeds ``SKIP_SHARE * ms.tol``
+        (below it all are, :meth:`_sums`): the cells whose share 2 h a_c delta_c of :func:`skip_bound` is smallest
+        (a_c of :func:`face_weight_sums` at the largest density of each cell and its neighbours -- a step moves mass
+        into cells a collapse emptied --, times the largest face weight; h the proposed step), as many as keep its
+        sum within ``SKIP_FILL * SKIP_SHARE * ms.tol``; the kept sums' cells instead while the others' share stays
+        within ``SKIP_KEEP * SKIP_SHARE * ms.tol`` (their sum is reused, :meth:`_cell_sums`). None skipped before
+        a first step is proposed. The step's error estimate adds the actual bound (:meth:`skip_error`)."""
+        g = self.geom
+        nc = g.n_cells
+        budget = SKIP_SHARE * ms.tol
+        skip = np.zeros(nc, dtype=bool)
+        h = ms.dt if ms.dt is not None else ms.h_next
+        if not (budget > 0.0 and math.isfinite(h) and h > 0.0):
+            return skip
+        rho = masses / g.areas * (W_MAX if ms.order == 2 else 1.0)
+        c, n = g.edge_cells[:, 0], g.edge_cells[:, 1]
+        near = rho.copy()
+        np.maximum.at(near, c, rho[n])
+        np.maximum.at(near, n, rho[c])
+        share = 2.0 * h * face_weight_sums(g, near) * delta
+        kept = self._kept_sums
+        if kept is not None and np.count_nonzero(kept[1] != masses) <= UPDATE_CELLS:  # the kept sums' cells (reused), if the rest still fits
+            skip[:] = True
+            skip[kept[4]] = False
+            if float(np.sum(share[skip])) <= SKIP_KEEP * budget:
+                return skip
+            skip[:] = False
+        order = np.argsort(share, kind="stable")
+        skip[order[: int(np.searchsorted(np.cumsum(share[order]), SKIP_FILL * budget, side="right"))]] = True
+        return skip
+
+    def skip_error(self, evs, rho: np.ndarray, h: float, weights=None) -> float:
+        """What the skipped cell sums of the evaluations ``evs`` (the step's start, whose velocities the step froze,
+        and its end, whose rates enter the error estimate and start the next step) add to the error estimate of a
+        step of size h ending at the cell densities ``rho``: the sum of :func:`skip_bound` over them (docs/model.md §4.10)."""
+        return sum(skip_bound(self.geom, ev.rates["skip"], rho, h, weights) for ev in evs if ev.rates.get("skip") is not None)
+
+    def _cell_sums(self, ms, masses: np.ndarray, A: np.ndarray, want_q: bool, targets: np.ndarray | None = None):
+        """(log Z_h, Y_h/Z_h, Q_h/Z_h) of the cells (masses (nc,), zero where empty) at the nodes of the cells
+        ``targets`` (sorted indices; None: all) by ``ms.summation``. The last full sum is kept with its masses and
+        targets: the same masses at the same targets or a subset of them return it; where at most
         :data:`UPDATE_CELLS` cells differ from them (an absorption, a collapse), it is updated by those cells'
         changes, summed directly (:meth:`_update_sums`; always from the kept full sum, so the result depends on
-        the kept masses and the new ones only, and a resume that recomputes the kept sum from its masses,
-        :meth:`state`, continues bit for bit); otherwise the full sum, which is then kept."""
+        the kept masses and the new ones only, and a resume that recomputes the kept sum from its masses and
+        targets, :meth:`state`, continues bit for bit); otherwise the full sum, which is then kept."""
         g = self.geom
+        targets = np.arange(g.n_cells) if targets is None else np.asarray(targets, dtype=np.int64)
         key = (A.tobytes(), bool(want_q), ms.summation, ms.summation_tol, ms.diagnostics_tol)
         if self._kept_sums is None and self._kept_masses is not None:  # after a restore: the kept sum again
-            (base, A_kept), self._kept_masses = self._kept_masses, None
+            (base, A_kept, t_kept), self._kept_masses = self._kept_masses, None
             if np.array_equal(A_kept, A):
-                self._kept_sums = (key, base, self._full_cell_sums(ms, base, A, want_q), A.copy())
+                self._kept_sums = (key, base, self._full_cell_sums(ms, base, A, want_q, t_kept), A.copy(), t_kept)
         kept = self._kept_sums
         if kept is not None and kept[0] == key:
-            base, sums = kept[1], kept[2]
-            changed = np.flatnonzero(base != masses)
-            if changed.size == 0:
-                return sums
-            if changed.size <= UPDATE_CELLS:
-                new = self._update_sums(sums, g.nodes[changed], masses[changed] - base[changed], A, want_q)
-                if new is not None:
-                    return new
-        sums = self._full_cell_sums(ms, masses, A, want_q)
-        self._kept_sums = (key, masses.copy(), sums, A.copy())
+            base, sums, t_kept = kept[1], kept[2], kept[4]
+            pos = np.searchsorted(t_kept, targets)
+            if pos.size == 0 or (pos[-1] < t_kept.size and np.array_equal(t_kept[np.minimum(pos, t_kept.size - 1)], targets)):
+                sub = sums if pos.size == t_kept.size else tuple(None if a is None else a[pos] for a in sums)
+                changed = np.flatnonzero(base != masses)
+                if changed.size == 0:
+                    return sub
+                if changed.size <= UPDATE_CELLS:
+                    new = self._update_sums(sub, g.nodes[changed], masses[changed] - base[changed], A, want_q, g.nodes[targets])
+                    if new is not None:
+                        return new
+        sums = self._full_cell_sums(ms, masses, A, want_q, targets)
+        self._kept_sums = (key, masses.copy(), sums, A.copy(), targets.copy())
         return sums
 
-    def _full_cell_sums(self, ms, masses, A, want_q):
+    def _full_cell_sums(self, ms, masses, A, want_q, targets):
         src = np.flatnonzero(masses > 0.0)
         self.n_cell_sums += 1
-        return attention_moments(self.geom.nodes, self.geom.nodes[src], masses[src], A, want_q=want_q, log=True,
+        X = self.geom.nodes if targets.size == self.geom.n_cells else np.ascontiguousarray(self.geom.nodes[targets])
+        return attention_moments(X, self.geom.nodes[src], masses[src], A, want_q=want_q, log=True,
                                  summation=ms.summation, tol=ms.summation_tol, tol_moments=ms.diagnostics_tol)
 
-    def _update_sums(self, sums, y, dm, A, want_q):
-        """The kept sums plus the sources y (j, d) with mass changes dm (j,), summed directly; None where the
-        removed part exceeds half of Z_h at some node (the kept sums' error, relative to Z_h, would more than double)."""
-        X = self.geom.nodes
+    def _update_sums(self, sums, y, dm, A, want_q, X):
+        """The kept sums at the targets X plus the sources y (j, d) with mass changes dm (j,), summed directly; None
+        where the removed part exceeds half of Z_h at some target (the kept sums' error, relative to Z_h, would more
+        than double)."""
         out = sums
         up, down = dm > 0.0, dm < 0.0
         if up.any():
@@ -496,13 +621,18 @@ class PointMasses:
         """The point masses, their merges and the cell masses of the kept cell sums (:meth:`_cell_sums`; empty if none)."""
         kept = self._kept_sums
         return {"atom_x": self.x.copy(), "atom_m": self.m.copy(), "merges": np.asarray(self.merges, dtype=np.float64).reshape(-1, 4),
-                "cell_sums_masses": np.zeros(0) if kept is None else kept[1].copy(), "cell_sums_A": np.zeros(0) if kept is None else kept[3].copy()}
+                "cell_sums_masses": np.zeros(0) if kept is None else kept[1].copy(), "cell_sums_A": np.zeros(0) if kept is None else kept[3].copy(),
+                "cell_sums_targets": np.zeros(0, dtype=np.int64) if kept is None else kept[4].copy()}
 
     def restore(self, st: dict) -> None:
         self._kept_sums = None
+        nc = self.geom.n_cells
         kept = np.asarray(st.get("cell_sums_masses", np.zeros(0)), dtype=np.float64).reshape(-1)
         A_kept = np.asarray(st.get("cell_sums_A", np.zeros(0)), dtype=np.float64)
-        self._kept_masses = (kept.copy(), A_kept.copy()) if kept.size == self.geom.n_cells else None
+        # checkpoints written before the kept sums had targets kept them at every cell
+        t_kept = np.asarray(st.get("cell_sums_targets", np.arange(nc)), dtype=np.int64).reshape(-1)
+        ok = kept.size == nc and t_kept.size > 0 and np.all(np.diff(t_kept) > 0) and t_kept[0] >= 0 and t_kept[-1] < nc
+        self._kept_masses = (kept.copy(), A_kept.copy(), t_kept.copy()) if ok else None
         if "atom_x" in st:
             self.x = np.asarray(st["atom_x"], dtype=np.float64).reshape(-1, self.geom.d).copy()
             self.m = np.asarray(st["atom_m"], dtype=np.float64).reshape(-1).copy()

@@ -454,8 +454,8 @@ class ImplicitUpwind(Stepper):
     the matrix is triangular; ``legacy``: by sparse LU). The error estimate
     err = (h/2) sum_c |C_c| |r^{n+1}_c - r^n_c| (r = the explicit d rho/dt of each end state, the
     second derivative of the backward-Euler local error; point masses add (h/2) sum_k m_k |v_k^{n+1}
-    - v_k^n|, and 2 m_c where the cells' sums at the cells were skipped, :meth:`PointMasses._sums
-    <spherepde.solvers.atoms.PointMasses._sums>`) accepts the step when err <= ``ms.tol``, else the step is retried with
+    - v_k^n|, and where the cells' sums at some cells were skipped the bound of that skip on the step,
+    :meth:`PointMasses.skip_error <spherepde.solvers.atoms.PointMasses.skip_error>`) accepts the step when err <= ``ms.tol``, else the step is retried with
     h * max(0.2, 0.9 sqrt(tol/err)); the next step is proposed the same way (growth <= 5x). The
     first step starts from the explicit CFL step; a fixed ``dt`` is taken unchecked. Energy balance
     over the step: d_tE and the energy's change through the weights
@@ -498,7 +498,7 @@ class ImplicitUpwind(Stepper):
             ev1 = ms._evaluate(new, t_end, new_x)
             err = 0.5 * h * float(np.sum(np.abs(g.areas * ev1.rhs - r0_mass)))
             if pts is not None:  # the positions' error, and the bound of cell sums skipped (PointMasses._sums)
-                err += pts.error(h, ev0.atom_v, ev1.atom_v) + max(ev0.rates["cells_skipped"], ev1.rates["cells_skipped"])
+                err += pts.error(h, ev0.atom_v, ev1.atom_v) + pts.skip_error((ev0, ev1), new, h, w)
             fac = 5.0 if err == 0.0 else min(5.0, max(0.2, 0.9 * math.sqrt(ms.tol / err)))
             if ms.dt is not None or err <= ms.tol:
                 if pts is not None:  # Heun for the point masses: the corrected positions

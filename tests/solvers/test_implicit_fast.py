@@ -11,6 +11,7 @@ import spherepde as sp
 from spherepde import densities
 from spherepde.attention import attention_moments
 from spherepde.solvers import atoms as atoms_mod
+from spherepde.solvers.atoms import _direct_few, skip_bound, skip_deltas
 from spherepde.solvers.fv import face_values, fv_geometry, potential_edge_velocity, rigid_rotation_edge_velocity
 from spherepde.solvers.implicit import _upwind_sweep, face_weights, implicit_upwind_step
 from spherepde.solvers.integrators import ImplicitUpwind
@@ -84,7 +85,7 @@ def test_sums_by_source_equal_one_sum_over_the_measure():
     old = _with_points(mesh, 0.3)
     old.stepper = LEGACY
     a, b = new._evaluate(new.rho, 0.0), old._evaluate(old.rho, 0.0)
-    assert a.rates["cells_skipped"] == 0.0
+    assert a.rates["skip"] is None
     assert np.max(np.abs(a.u - b.u)) <= 1e-12 * np.max(np.abs(b.u))
     assert np.max(np.abs(a.atom_v - b.atom_v)) <= 1e-12 * np.max(np.abs(b.atom_v))
     for key in ("energy", "G2", "transport", "G2_scheme"):
@@ -128,8 +129,9 @@ def test_skipped_cell_sums_stay_within_their_bound(monkeypatch, cell_mass):
     monkeypatch.setattr(atoms_mod, "SKIP_SHARE", 0.0)
     full = _with_points(mesh, cell_mass, dt=0.05)
     cell_mass = float(skip.rho @ skip.geom.areas)  # what absorption at the start left
-    assert ev.rates["cells_skipped"] == pytest.approx(2 * cell_mass, rel=1e-12)
-    assert full._current().rates["cells_skipped"] == 0.0
+    assert ev.rates["skip"][0] is None and ev.rates["skip"][1] == pytest.approx(cell_mass, rel=1e-12)
+    assert skip_bound(skip.geom, ev.rates["skip"], skip.rho, 0.05) == pytest.approx(2 * cell_mass, rel=1e-12)
+    assert full._current().rates["skip"] is None
     monkeypatch.undo()
     A = skip.path.matrices(0.0)[0]
     e_bound = np.mean([cell_mass**2 * math.exp(np.linalg.norm(a, 2)) for a in A]) / 2
@@ -143,6 +145,78 @@ def test_skipped_cell_sums_stay_within_their_bound(monkeypatch, cell_mass):
     # the point masses move alike: only the cells' mass they absorbed can differ (by at most 2 m_c)
     assert np.max(np.abs(skip.points.x - full.points.x)) <= 1e-12 + 2 * cell_mass / np.min(full.points.m) * skip.points.spread
     assert np.max(np.abs(skip.points.m - full.points.m)) <= 2 * cell_mass
+
+
+@pytest.mark.parametrize("normalised", [True, False])
+def test_skip_deltas_bound_the_potential_change(normalised):
+    """Leaving the cells' own sum out at a node moves the flux potential (softmax: Phi = mean log Z_h; unnormalised:
+    xi = mean Z_h) by at most skip_deltas there, and the bound is not loose by orders of magnitude near the mass."""
+    mesh = sp.icosphere(6)
+    ms = _with_points(mesh, 0.2)
+    g = ms.geom
+    A = ms.path.matrices(0.0)[0]
+    masses = ms.rho * g.areas
+    X = np.concatenate([g.nodes, ms.points.x])
+    Y = np.concatenate([g.nodes, ms.points.x])
+    w = np.concatenate([masses, ms.points.m])
+    full = attention_moments(g.nodes, Y[w > 0], w[w > 0], A, log=True, summation="direct")[0]
+    pts = _direct_few(X, ms.points.x, ms.points.m, A, False)[0][: g.n_cells]
+    delta = skip_deltas(g.nodes, A, pts, float(masses.sum()), normalised)
+    if normalised:
+        change = np.abs(full.mean(axis=1) - pts.mean(axis=1))
+    else:
+        change = np.abs(np.exp(full).mean(axis=1) - np.exp(pts).mean(axis=1))
+    assert np.all(change <= delta * (1 + 1e-12))
+    heavy = masses > np.quantile(masses, 0.9)
+    assert np.max(change[heavy] / delta[heavy]) > 1e-3
+
+
+def test_partial_skip_keeps_the_step_within_its_bound(monkeypatch):
+    """Cells holding 5 % of the mass (2 m_c > SKIP_SHARE tol): the cells' sums are skipped at some cells only; one
+    implicit step with those velocities differs from the step with the full sums by at most skip_bound (in mass),
+    which the bound's own terms reach within a few orders of magnitude."""
+    mesh = sp.icosphere(8)
+    ms = _with_points(mesh, 0.05)
+    ms.h_next = 0.02  # a proposed step (the skip is sized for it)
+    ms.points._kept_sums, ms._cache = None, None  # the start's full sum (no step proposed then) would be reused
+    ev = ms._current()
+    delta, m_cells = ev.rates["skip"]
+    skipped = int(np.count_nonzero(delta))
+    assert 0 < skipped < ms.geom.n_cells
+    monkeypatch.setattr(atoms_mod, "SKIP_SHARE", 0.0)
+    full = _with_points(mesh, 0.05)
+    evf = full._current()
+    assert evf.rates["skip"] is None
+    g = ms.geom
+    m_skipped = float(np.sum((ms.rho * g.areas)[delta > 0]))
+    A = ms.path.matrices(0.0)[0]
+    e_bound = np.mean([m_cells * m_skipped * math.exp(np.linalg.norm(a, 2)) for a in A]) / 2
+    assert 0.0 < abs(ev.rates["energy"] - evf.rates["energy"]) <= e_bound
+    for h in (0.005, 0.02):
+        a = implicit_upwind_step(g, ms.rho, ev.u, h)
+        b = implicit_upwind_step(g, ms.rho, evf.u, h)
+        diff = float(np.sum(np.abs(a - b) * g.areas))
+        bound = skip_bound(g, ev.rates["skip"], a, h)
+        assert 0.0 < diff <= bound
+        assert bound < 2 * m_cells  # the flux bound, not the trivial one
+        assert bound <= atoms_mod.SKIP_FILL * 0.1 * ms.tol * 10 * h / 0.02
+
+
+def test_a_resume_with_partly_skipped_cell_sums_continues_bit_for_bit():
+    """The kept cell sums cover only the cells they were summed at; the state stores those cells, so a solver restored
+    from it sums the same cells again and continues like the uninterrupted one, bit for bit."""
+    mesh = sp.icosphere(8)
+    a = _with_points(mesh, 0.05)
+    a.advance(0.1)
+    assert 0 < a.points._kept_sums[4].size < a.geom.n_cells
+    st = a.get_state()
+    assert np.array_equal(st["cell_sums_targets"], a.points._kept_sums[4])
+    a.advance(0.3)
+    b = _with_points(mesh, 0.05)
+    b.set_state(st)
+    b.advance(0.3)
+    assert a.step_count == b.step_count and np.array_equal(a.rho, b.rho) and np.array_equal(a.points.x, b.points.x)
+    assert a.record() == b.record()
 
 
 @pytest.mark.parametrize("share,rel", [(0.0, 1e-9), (atoms_mod.SKIP_SHARE, 1e-4)])
