@@ -26,6 +26,7 @@ import numpy as np
 
 from spherepde._numba import njit
 from spherepde.attention import attention_moments
+from spherepde.attention.sums import auto_considers_fast
 from spherepde.geometry.protocol import local_maxima
 from spherepde.model.clusters import MERGE_ANGLE, MIN_CLUSTER_MASS
 from spherepde.model.fused import fused_rates
@@ -409,9 +410,17 @@ class PointMasses:
     def _full_cell_sums(self, ms, masses, A, want_q, targets):
         src = np.flatnonzero(masses > 0.0)
         self.n_cell_sums += 1
-        X = self.geom.nodes if targets.size == self.geom.n_cells else np.ascontiguousarray(self.geom.nodes[targets])
+        summation = ms.summation
+        if targets.size == self.geom.n_cells:
+            X = self.geom.nodes
+        else:
+            X = np.ascontiguousarray(self.geom.nodes[targets])
+            if summation == "auto":  # some cells only: the sources' expansion costs as much as for all, the targets little
+                # (auto's cost model, made for as many targets as sources, picks the direct sums here although the fast
+                # ones are several times faster: 2.2 ms against 13 ms at 200 of 5,120 cells, H = 4, measured)
+                summation = "fast" if auto_considers_fast(targets.size, src.size, A.shape[0]) else "direct"
         return attention_moments(X, self.geom.nodes[src], masses[src], A, want_q=want_q, log=True,
-                                 summation=ms.summation, tol=ms.summation_tol, tol_moments=ms.diagnostics_tol)
+                                 summation=summation, tol=ms.summation_tol, tol_moments=ms.diagnostics_tol)
 
     def _update_sums(self, sums, y, dm, A, want_q, X):
         """The kept sums at the targets X plus the sources y (j, d) with mass changes dm (j,), summed directly; None
