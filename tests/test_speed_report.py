@@ -36,5 +36,14 @@ def test_the_guide_says_which_targets_are_not_met():
     # the H = 100 section says the 3x goal is not met: only while the report agrees
     assert ("3× at unchanged accuracy, **is not met**" in GUIDE) == (not e["h100"]["target_met"])
     assert e["h100"]["detail"]["routes"]["new_mass"]["accuracy_held"]  # the default route holds the accuracy
+    assert ("5× at energy, G² and cluster count within 10⁻³ of the previous\nroute, **is not met**" in GUIDE) == (not e["implicit"]["target_met"])
+    # why the implicit probe's goal is out of reach at its accuracy: what the guide says sets the steps is what was measured
+    seq = e["implicit"]["detail"]["step_sequence"]
+    from spherepde.studies.bench_implicit import WINDOW_T
+
+    assert seq["T"] == WINDOW_T and f"the steps over t ≤ {WINDOW_T:g} with" in GUIDE
+    assert "without the noise the same probe takes far fewer" in GUIDE and 3 * seq["steps_without_weight_noise"] <= seq["steps"]
+    assert "is itself farther than 10⁻³ in energy from the same run\nat a tighter tolerance" in GUIDE
+    assert seq["energy_max_rel_diff_tol_over_10"] > 1e-3 and seq["steps_tol_over_10"] > seq["steps"]
     assert e["implicit"]["accuracy"]["n_clusters_max_rel_diff"] == 0.0
     assert all(v <= 1e-3 for v in e["implicit"]["accuracy"].values())

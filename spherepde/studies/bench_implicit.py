@@ -21,7 +21,8 @@ load hits both alike). Returned (JSON-able): wall times, steps, evaluations of t
 simulated time (old wall / new wall; both cover the same T) and over the records after the collapse
 (point masses holding more than half of the mass), the largest relative differences of
 ``energy``, ``G2`` and ``n_clusters`` over the records, and ``target_met`` (ratio >= 5 and every
-difference <= 1e-3, the issue's criterion). ``quick``: T = 1.5 (the collapse at t = 1.24 and a little after).
+difference <= 1e-3, the issue's criterion), and what sets the steps before the collapse (:func:`step_sequence`).
+``quick``: T = 1.5 (the collapse at t = 1.24 and a little after).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ import time
 
 import numpy as np
 
-__all__ = ["PROBE", "bench_example", "bench_implicit"]
+__all__ = ["PROBE", "bench_example", "bench_implicit", "step_sequence"]
 
 #: The probe's settings (issue 36).
 PROBE = {"model.sign": 1, "model.H": 4, "weights.process": "ou", "weights.mean": 5.0, "weights.init": "beta", "weights.beta": 5.0,
@@ -113,6 +114,33 @@ def _max_rel(a: list, b: list, col: str) -> float:
     return float(np.max(np.abs(x - y) / np.maximum(np.abs(x), 1e-300)))
 
 
+#: The window (from t = 0, before the collapse) over which :func:`step_sequence` looks at what sets the steps.
+WINDOW_T = 0.5
+
+
+def step_sequence(T: float = WINDOW_T, overrides: dict | None = None) -> dict:
+    """What sets the probe's steps before its collapse, over t <= T (today's route, records every 0.05): the steps
+    taken; the steps of the same probe without the weights' noise (``weights.sigma = 0``); and the largest relative
+    difference of the energy at the records between the probe's ``solver.tol`` and a ten times tighter one -- the
+    time-stepping error of the implicit step itself. If that exceeds the benchmark's tolerance, no other step
+    sequence can keep the records within it of today's."""
+    from spherepde.runs.runner import build_mesh, build_weight_path
+    from spherepde.solvers.protocol import advance_through
+
+    def run(extra):
+        cfg = _config(T, {**(overrides or {}), **extra})
+        s = _solver(cfg, build_weight_path(cfg), build_mesh(cfg), False)
+        times = [k * cfg.output.record_dt for k in range(1, int(round(T / cfg.output.record_dt)) + 1)]
+        rows = [row for _i, _t, row in advance_through(s, times)]
+        return s, rows
+
+    base, rows = run({})
+    calm, _ = run({"weights.sigma": 0.0})
+    tight, rows_tight = run({"solver.tol": base.tol / 10.0})
+    return {"T": T, "tol": base.tol, "steps": int(base.step_count), "steps_without_weight_noise": int(calm.step_count),
+            "steps_tol_over_10": int(tight.step_count), "energy_max_rel_diff_tol_over_10": _max_rel(rows_tight, rows, "energy")}
+
+
 def bench_implicit(quick: bool, *, T: float | None = None, overrides: dict | None = None) -> dict:
     """The probe old and new in one process (module docstring); a warm-up step of each compiles first."""
     from spherepde.runs.runner import build_mesh, build_weight_path
@@ -147,6 +175,7 @@ def bench_implicit(quick: bool, *, T: float | None = None, overrides: dict | Non
         "tolerance": TOLERANCE,
         "target_ratio": TARGET_RATIO,
         "target_met": bool(ratio >= TARGET_RATIO and all(d <= TOLERANCE for d in diffs.values())),
+        "step_sequence": step_sequence(overrides=overrides),
     }
 
 

@@ -16,3 +16,6 @@ def test_bench_implicit_reports_ratio_counts_and_differences():
     assert set(r["max_rel_diff"]) == set(COLUMNS)
     assert all(d <= 1e-9 for d in r["max_rel_diff"].values())  # before any collapse: the sweep's round-off only
     assert r["target_met"] in (True, False)
+    seq = r["step_sequence"]  # what sets the steps: the same probe without the weights' noise, and at tol / 10
+    assert seq["tol"] == 1e-3 and seq["steps"] > 0 and seq["steps_tol_over_10"] > seq["steps"]
+    assert 0 < seq["steps_without_weight_noise"] <= seq["steps"] and seq["energy_max_rel_diff_tol_over_10"] > 0
