@@ -358,10 +358,13 @@ class PointMasses:
         np.maximum.at(near, c, rho[n])
         np.maximum.at(near, n, rho[c])
         share = 2.0 * h * face_weight_sums(g, near) * delta
+        # the kept sums' masses and cells; after a restore those of the state (summed again by _cell_sums only after this
+        # choice, which must see them as the uninterrupted run saw its kept sums, for a bit-for-bit resume)
         kept = self._kept_sums
-        if kept is not None and np.count_nonzero(kept[1] != masses) <= UPDATE_CELLS:  # the kept sums' cells (reused), if the rest still fits
+        base, targets = (kept[1], kept[4]) if kept is not None else (None, None) if self._kept_masses is None else (self._kept_masses[0], self._kept_masses[2])
+        if base is not None and np.count_nonzero(base != masses) <= UPDATE_CELLS:  # the kept sums' cells (reused), if the rest still fits
             skip[:] = True
-            skip[kept[4]] = False
+            skip[targets] = False
             if float(np.sum(share[skip])) <= SKIP_KEEP * budget:
                 return skip
             skip[:] = False
