@@ -13,9 +13,9 @@ import spherepde as sp
 from spherepde import densities
 from spherepde.geometry import circle_densities as cd
 from spherepde.geometry.circle import uniform_circle
+from spherepde.geometry.protocol import geometry_of
 from spherepde.solvers import atoms as atoms_mod
 from spherepde.solvers.atoms import _direct_few, skip_bound, skip_deltas
-from spherepde.geometry.protocol import geometry_of
 from spherepde.solvers.fv import face_values, fv_geometry, potential_edge_velocity
 from spherepde.solvers.implicit import face_weights, implicit_upwind_step
 from spherepde.solvers.mesh import MeshSolver
