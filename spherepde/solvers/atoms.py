@@ -207,6 +207,16 @@ def initial_point_masses(x, m, *, atoms: bool = True, d: int = 3) -> tuple[np.nd
     return x / np.linalg.norm(x, axis=1)[:, None], m
 
 
+def _kept_targets(value, nc: int) -> np.ndarray | None:
+    """The kept sums' cells of a state (:meth:`PointMasses.state`): an integer array of sorted distinct cell indices
+    in [0, nc), as int64; None for anything else (then the kept sums are ignored and summed anew, :meth:`PointMasses.restore`)."""
+    t = np.asarray(value)
+    if t.dtype.kind not in "iu" or t.size == 0:
+        return None
+    t = t.reshape(-1).astype(np.int64)
+    return t if (t[0] >= 0 and t[-1] < nc and np.all(np.diff(t) > 0)) else None
+
+
 class PointMasses:
     """The point masses of one mesh solver, with their parameters (module docstring).
 
@@ -358,10 +368,13 @@ class PointMasses:
         np.maximum.at(near, c, rho[n])
         np.maximum.at(near, n, rho[c])
         share = 2.0 * h * face_weight_sums(g, near) * delta
+        # the kept sums' masses and cells; after a restore those of the state (summed again by _cell_sums only after this
+        # choice, which must see them as the uninterrupted run saw its kept sums, for a bit-for-bit resume)
         kept = self._kept_sums
-        if kept is not None and np.count_nonzero(kept[1] != masses) <= UPDATE_CELLS:  # the kept sums' cells (reused), if the rest still fits
+        base, targets = (kept[1], kept[4]) if kept is not None else (None, None) if self._kept_masses is None else (self._kept_masses[0], self._kept_masses[2])
+        if base is not None and np.count_nonzero(base != masses) <= UPDATE_CELLS:  # the kept sums' cells (reused), if the rest still fits
             skip[:] = True
-            skip[kept[4]] = False
+            skip[targets] = False
             if float(np.sum(share[skip])) <= SKIP_KEEP * budget:
                 return skip
             skip[:] = False
@@ -639,8 +652,8 @@ class PointMasses:
         kept = np.asarray(st.get("cell_sums_masses", np.zeros(0)), dtype=np.float64).reshape(-1)
         A_kept = np.asarray(st.get("cell_sums_A", np.zeros(0)), dtype=np.float64)
         # checkpoints written before the kept sums had targets kept them at every cell
-        t_kept = np.asarray(st.get("cell_sums_targets", np.arange(nc)), dtype=np.int64).reshape(-1)
-        ok = kept.size == nc and t_kept.size > 0 and np.all(np.diff(t_kept) > 0) and t_kept[0] >= 0 and t_kept[-1] < nc
+        t_kept = _kept_targets(st["cell_sums_targets"], nc) if "cell_sums_targets" in st else np.arange(nc)
+        ok = kept.size == nc and t_kept is not None
         self._kept_masses = (kept.copy(), A_kept.copy(), t_kept.copy()) if ok else None
         if "atom_x" in st:
             self.x = np.asarray(st["atom_x"], dtype=np.float64).reshape(-1, self.geom.d).copy()
