@@ -383,10 +383,12 @@ class PointMasses:
         return skip
 
     def skip_error(self, evs, rho: np.ndarray, h: float, weights=None) -> float:
-        """What the skipped cell sums of the evaluations ``evs`` (the step's start, whose velocities the step froze,
-        and its end, whose rates enter the error estimate and start the next step) add to the error estimate of a
-        step of size h ending at the cell densities ``rho``: the sum of :func:`skip_bound` over them (docs/model.md §4.10)."""
-        return sum(skip_bound(self.geom, ev.rates["skip"], rho, h, weights) for ev in evs if ev.rates.get("skip") is not None)
+        """What the skipped cell sums of the evaluations ``evs`` = (start, end) add to the error estimate of a step of
+        size h ending at the cell densities ``rho``: :func:`skip_bound` of the start (whose velocities the step froze,
+        with its face ``weights``) plus that of the end (whose rates, from first-order faces, enter the estimate and
+        start the next step) (docs/model.md §4.10)."""
+        ev0, ev1 = evs
+        return skip_bound(self.geom, ev0.rates.get("skip"), rho, h, weights) + skip_bound(self.geom, ev1.rates.get("skip"), rho, h)
 
     def _cell_sums(self, ms, masses: np.ndarray, A: np.ndarray, want_q: bool, targets: np.ndarray | None = None):
         """(log Z_h, Y_h/Z_h, Q_h/Z_h) of the cells (masses (nc,), zero where empty) at the nodes of the cells
