@@ -839,10 +839,13 @@ def _to_log(C, Z, M, Q):
 #: How the target kernel chooses the expansion degree (the ``degree_rule`` of :func:`moments`): "adaptive" (default)
 #: stops each block at the first degree that passes the a-posteriori test (:mod:`spherepde.attention.adaptive`),
 #: "a-priori" takes the table degree of the block's largest kappa (the previous kernel, kept for comparison).
-DEGREE_RULES = ("adaptive", "a-priori")
+DEGREE_RULES = ("adaptive", "a-priori", "synthesis")
 #: The adaptive rule's kernels: :mod:`spherepde.attention.adaptive` registers itself here on import (it builds on
 #: this module's kernels, so this module does not import it: no import cycle).
 ADAPTIVE_RULE: dict = {}
+#: The rule "synthesis" (:mod:`spherepde.attention.synthesis`: many targets from a Gauss grid and one matrix product),
+#: registered there on import like the adaptive rule.
+SYNTHESIS_RULE: dict = {}
 
 #: ``target_masses``: the largest tolerance of the moments at a target of negligible mass
 MOMENTS_TOL_CAP = 1e-3
@@ -920,8 +923,13 @@ def moments(X, Y, w, A, *, want_q=False, tol=1e-10, tol_moments=None, mode="fast
         info.degrees = [-1] * H
         log.debug("auto summation: direct (predicted fast/direct cost %.3g)", fcost / max(dcost, 1e-300))
         return finish(*direct(X, A))
-    C, Z, Mom, Q, bad = _expand(X, Y, w, A, kappa, degrees, far, wsum, tol, tol_m, l_max, want_q, log_form, degree_rule, info,
-                                target_masses)
+    expand = _expand
+    if degree_rule == "synthesis":
+        if "module" not in SYNTHESIS_RULE:
+            raise RuntimeError("degree_rule 'synthesis' needs spherepde.attention.synthesis imported (import spherepde.attention)")
+        expand = SYNTHESIS_RULE["module"].expand
+    C, Z, Mom, Q, bad = expand(X, Y, w, A, kappa, degrees, far, wsum, tol, tol_m, l_max, want_q, log_form, degree_rule, info,
+                               target_masses)
     info.path = "fast" if not far else "mixed"
 
     def put(idx, h, res):
@@ -968,16 +976,18 @@ def _moment_tolerances(tol_m: float, m: int, target_masses) -> np.ndarray:
 
 
 def _expand(X, Y, w, A, kappa, degrees, far, wsum, tol, tol_m, l_max, want_q, log_form, degree_rule="a-priori", info=None,
-            target_masses=None):
+            target_masses=None, S=None):
     """(C, Z, Mom, Q, bad) for all H heads from the expansions of the heads not in ``far`` (:func:`_target_kernel`);
-    the far heads' entries are left for direct summation."""
+    the far heads' entries are left for direct summation. ``S``: the source moments of Y, w (:func:`source_moments`,
+    with the Q rows when ``want_q``) to a degree >= max(degrees), when the caller has them."""
     m, H = X.shape[0], A.shape[0]
     # degree tables up to the largest kappa of the heads summed by expansion (the far
     # heads' blocks get degree -1 from the table or are overwritten below)
     kfit = max(float(kappa[h]) for h in range(H) if degrees[h] >= 0)
     deg_z, tail_z = degree_table(kfit, tol, l_max)
     deg_m, tail_m = degree_table(kfit, tol_m, l_max)
-    S = source_moments(Y, w, max(degrees), want_q)
+    if S is None or S.shape[1] < (max(degrees) + 1) ** 2:
+        S = source_moments(Y, w, max(degrees), want_q)
     near = [h for h in range(H) if degrees[h] >= 0]
     An = A if not far else np.ascontiguousarray(A[near])  # the far heads are summed directly below
     Hn = An.shape[0]

@@ -342,7 +342,30 @@ def _scheme_g2_kernel(logZ, edge_cells, edge_lengths, node_distances, flux, u, o
         out[e] = edge_lengths[e] * node_distances[e] * flux[e] * u[e] * H / inv
 
 
-def scheme_g2(geom: Geometry, logZ, u, flux, *, normalised: bool = True) -> float:
+@njit(parallel=True)
+def _scheme_g2_z_kernel(logZ, Z, edge_cells, edge_lengths, node_distances, flux, u, out):  # pragma: no cover - compiled
+    """:func:`_scheme_g2_kernel` with Z = exp(log Z) given: 1 / L(a, b) = dl / (b - a), and for |dl| < 1e-2 the series
+    (1/a)(1 - dl/2 + dl^2/12 - dl^4/720) of (1/a) dl / expm1(dl) (remainder < dl^6 / 30240 < 1e-16): no exp per edge."""
+    ne = u.shape[0]
+    H = logZ.shape[1]
+    for e in prange(ne):
+        if flux[e] == 0.0 or u[e] == 0.0:
+            out[e] = 0.0
+            continue
+        c = edge_cells[e, 0]
+        n = edge_cells[e, 1]
+        inv = 0.0
+        for h in range(H):
+            dl = logZ[n, h] - logZ[c, h]
+            if abs(dl) < 1e-2:
+                d2 = dl * dl
+                inv += (1.0 - 0.5 * dl + d2 / 12.0 - d2 * d2 / 720.0) / Z[c, h]
+            else:
+                inv += dl / (Z[n, h] - Z[c, h])
+        out[e] = edge_lengths[e] * node_distances[e] * flux[e] * u[e] * H / inv
+
+
+def scheme_g2(geom: Geometry, logZ, u, flux, *, normalised: bool = True, Z=None) -> float:
     """The metric slope G^2 of the finite-volume scheme (docs/model.md §3.4), a float.
 
         G^2_h = sum_e |e| d_cn F_e u_e b_e,   b_e = ( (1/H) sum_h 1 / L(Z_h(x_c), Z_h(x_n)) )^{-1},
@@ -363,6 +386,7 @@ def scheme_g2(geom: Geometry, logZ, u, flux, *, normalised: bool = True) -> floa
     Parameters
     ----------
     logZ : (nc, H) log Z_h at the cell nodes; u : (ne,) edge velocities; flux : (ne,) F_e.
+    Z : (nc, H) exp(log Z) when the caller has it (no exponential per edge and head; equal to round-off).
     """
     logZ = np.ascontiguousarray(logZ, dtype=np.float64)
     u = np.ascontiguousarray(u, dtype=np.float64)
@@ -373,7 +397,13 @@ def scheme_g2(geom: Geometry, logZ, u, flux, *, normalised: bool = True) -> floa
         return float(np.sum(geom.edge_lengths * geom.node_distances * flux * u))
     out = np.empty(geom.n_edges)
     with serial_below(geom.n_edges * logZ.shape[1] / 2):  # an exp per edge and head: the threads pay from about 10^5
-        _scheme_g2_kernel(logZ, geom.edge_cells, geom.edge_lengths, geom.node_distances, flux, u, out)
+        if Z is None:
+            _scheme_g2_kernel(logZ, geom.edge_cells, geom.edge_lengths, geom.node_distances, flux, u, out)
+        else:
+            Z = np.ascontiguousarray(Z, dtype=np.float64)
+            if Z.shape != logZ.shape:
+                raise ValueError(f"scheme_g2: Z {Z.shape} must match logZ {logZ.shape}")
+            _scheme_g2_z_kernel(logZ, Z, geom.edge_cells, geom.edge_lengths, geom.node_distances, flux, u, out)
     return float(np.sum(out))
 
 
@@ -386,8 +416,8 @@ class _Rates(dict):
     def __missing__(self, key):
         if key != "G2_scheme" or self._g2 is None:
             raise KeyError(key)
-        (geom, logZ, u, flux, normalised, *extra), self._g2 = self._g2, None
-        value = scheme_g2(geom, logZ, u, flux, normalised=normalised)
+        (geom, logZ, Z, u, flux, normalised, *extra), self._g2 = self._g2, None
+        value = scheme_g2(geom, logZ, u, flux, normalised=normalised, Z=Z)
         for term in extra:
             value = value + term
         self["G2_scheme"] = value
@@ -397,12 +427,12 @@ class _Rates(dict):
         return self[key] if key in self or (key == "G2_scheme" and self._g2 is not None) else default
 
 
-def with_scheme_g2(rates: dict, geom: Geometry, logZ, u, flux, normalised: bool, *extra: float, now: bool = False) -> dict:
+def with_scheme_g2(rates: dict, geom: Geometry, logZ, u, flux, normalised: bool, *extra: float, now: bool = False, Z=None) -> dict:
     """``rates`` with ``G2_scheme`` = :func:`scheme_g2` (geom, logZ, u, flux) (+ ``extra``, the point masses' term),
     evaluated when first read -- the same bits as computing it at once (its arguments must not change meanwhile);
     ``now``: at once (the implicit stepper's legacy route, as before)."""
     out = _Rates(rates)
-    out._g2 = (geom, logZ, u, flux, normalised, *extra)
+    out._g2 = (geom, logZ, Z, u, flux, normalised, *extra)
     if now:
         out["G2_scheme"]
     return out

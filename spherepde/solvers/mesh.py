@@ -45,7 +45,6 @@ from spherepde.geometry.protocol import check_dimension, geometry_of, mesh_spaci
 from spherepde.model.clusters import MERGE_ANGLE, MIN_CLUSTER_MASS, cluster_table, weighted_clusters
 from spherepde.model.columns import solver_columns
 from spherepde.model.energy import EnergyBalance, state_rates
-from spherepde.model.fused import fused_rates
 from spherepde.model.velocity import DEFAULT_ATTENTION, HeadFields, is_normalised, velocity_from_fields
 from spherepde.model.weights import WeightPath
 from spherepde.solvers.atoms import DENSE_FLOOR, PointMasses, initial_point_masses
@@ -53,7 +52,6 @@ from spherepde.solvers.diffusion import MeshDiffusion, entropy, noise_rates
 from spherepde.solvers.errors import CFLViolation, PositivityError, SolverError, initial_density, positive
 from spherepde.solvers.fv import (
     VELOCITY_FORMS,
-    cell_fields,
     cfl_bound,
     face_values,
     fv_rhs,
@@ -61,6 +59,7 @@ from spherepde.solvers.fv import (
     potential_edge_velocity,
     with_scheme_g2,
 )
+from spherepde.solvers.head_rates import cell_rates
 from spherepde.solvers.integrators import SNAP_TOL, OptionError, Stepper, get_stepper
 
 __all__ = ["CFLViolation", "DENSE_FLOOR", "MeshSolver", "PositivityError", "SolverError"]
@@ -120,7 +119,7 @@ class MeshSolver:
 
     #: use the NumPy route (velocity_from_fields, state_rates) instead of fused_rates (a reference for tests, benchmarks)
     _numpy_rates = False
-    _degree_rule, _moments_by_mass = "adaptive", True  # the fast sums' degree rule and cell_fields' moments_by_mass
+    _degree_rule, _moments_by_mass = "synthesis", True  # the fast sums' degree rule (synthesis: where it applies) and moments_by_mass
 
     def __init__(self, mesh, rho0, path: WeightPath, *, velocity: str = "potential", order: int = 1, integrator: str = "ssprk3",
                  cfl: float = 0.5, dt: float | None = None, check: bool = True, velocity_field: Callable[[float], np.ndarray] | None = None,
@@ -215,12 +214,7 @@ class MeshSolver:
             u = midpoint_edge_velocity(g, masses, A, V, summation=self.summation, tol=self.summation_tol, normalised=self.normalised)
             return _Stage(u, self._rhs(rho, faces, u)[0], self._bound(u, rho, faces), None)
         sigma = self.path.sigma
-        logZ, Ybar, Qbar = cell_fields(g, masses, A, want_q=sigma > 0, summation=self.summation, tol=self.summation_tol, tol_moments=self.diagnostics_tol,
-                                       degree_rule=self._degree_rule, moments_by_mass=self._moments_by_mass)
-        if self._numpy_rates or g.d != 3:  # the NumPy route (reference of the fused kernel, which is d = 3 only; the circle)
-            rates = self._numpy_route(masses, logZ, Ybar, Qbar, A, V, t)
-        else:
-            rates = fused_rates(g.nodes, masses, logZ, Ybar, Qbar, V, self.path.drift_at(t), sigma, normalised=self.normalised)
+        logZ, rates = cell_rates(self, masses, A, V, t, sigma)  # per-cell moments or synthesis (spherepde.solvers.head_rates)
         if self.velocity == "potential":  # Phi (softmax) or xi (unnormalised attention)
             u = potential_edge_velocity(g, rates["Phi" if self.normalised else "xi"], self.path.sign)
         else:
@@ -230,7 +224,7 @@ class MeshSolver:
         if drhs is not None:  # token noise: the diffusion's work, the free energy's dissipation, the entropy
             rates.update(noise_rates(g, rho, rates["xi"], drhs, flux, self.noise, self.path.sign))
         # G^2 of the scheme (closes the paper-form balance) beside the nodal G2 (the estimate of the continuum value)
-        rates = with_scheme_g2(rates, g, logZ, u, flux, self.normalised, now=getattr(self.stepper, "legacy", False))
+        rates = with_scheme_g2(rates, g, logZ, u, flux, self.normalised, now=getattr(self.stepper, "legacy", False), Z=rates.pop("Z", None))
         rates["logZ"] = logZ
         return _Stage(u, rhs, self._bound(u, rho, faces), rates)
 

@@ -41,6 +41,7 @@ ROUTES = {
     "new": (1e-10, 1e-6, "adaptive", False),
     "new_mass": (1e-10, 1e-6, "adaptive", True),
     "new_tol": (1e-8, 1e-4, "adaptive", True),
+    "synthesis": (1e-8, 1e-4, "synthesis", True),
 }
 #: the accuracy the speed-up must keep: energy and G^2 within this relative difference of ``old`` at every record
 ACCURACY = 1e-3
