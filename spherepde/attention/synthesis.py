@@ -107,11 +107,19 @@ def _point_key(X):
     return (X.shape, hashlib.blake2b(X.tobytes(), digest_size=16).hexdigest())
 
 
-def _degree(kappa: float, tol: float, extra: int) -> int:
-    """The degree L with T_L(kappa) sum w (L + 2 + extra) <= tol Z / 12 for every Z >= exp(-kappa) sum w (a priori;
-    -1 above SYNTHESIS_L_MAX)."""
-    L = harmonic.choose_degree(kappa, tol / (2.0 * (SYNTHESIS_L_MAX + 2 + extra)), SYNTHESIS_L_MAX)
-    return L
+def _degrees(kappa, tol: float, l_max: int, extra: int | None = None) -> np.ndarray:
+    """Per head the a-priori degree of :func:`~spherepde.attention.harmonic.choose_degree` at ``tol`` (-1 above
+    ``l_max``), from harmonic's cached degree tables (kappa rounded up to 1/64). With ``extra``: the synthesis degree,
+    T_L(kappa) sum w (L + 2 + extra) <= tol Z / 12 for every Z >= exp(-kappa) sum w (tol / (2 (l_max + 2 + extra)))."""
+    kq = np.ceil(np.maximum(np.asarray(kappa, dtype=np.float64), 0.0) * 64.0).astype(np.int64)
+    t = tol if extra is None else tol / (2.0 * (l_max + 2 + extra))
+    deg, _tail = harmonic._degree_table(int(kq.max()) + 1, float(t), int(l_max))
+    return deg[kq]
+
+
+def _tails(kappa, degrees) -> np.ndarray:
+    """T_L(kappa) upper bounds per head (kappa rounded up to 1/64, cached)."""
+    return np.array([harmonic._tail_cached(harmonic._round_up(float(k)), int(L)) for k, L in zip(kappa, degrees)])
 
 
 def _synthesise(YnT, coefT, degrees, ncol):
@@ -179,8 +187,10 @@ def expand(X, Y, w, A, kappa, degrees, far, wsum, tol, tol_m, l_max, want_q, log
     if tol < TOL_MIN or not near:
         return adaptive_all[0](X, Y, w, A, kappa, degrees, far, wsum, tol, tol_m, l_max, want_q, log_form, **adaptive_all[1])
     kx = harmonic.kappa_max(Y, np.ascontiguousarray(A.transpose(0, 2, 1)))  # kappa^x_h = max_j |A_h y_j|
-    Lz = {h: _degree(kx[h], tol, 0) for h in near}
-    Lm = {h: _degree(kx[h], tol_m, 2 if want_q else 0) for h in near}
+    dzs = _degrees(kx, tol, SYNTHESIS_L_MAX, 0)
+    dms = _degrees(kx, tol_m, SYNTHESIS_L_MAX, 2 if want_q else 0)
+    Lz = {h: int(dzs[h]) for h in near}
+    Lm = {h: int(dms[h]) for h in near}
     syn = [h for h in near if Lz[h] >= 0 and Lm[h] >= 0 and Lm[h] + (2 if want_q else 0) <= SYNTHESIS_L_MAX]
     if syn:
         Lg = max(max(Lz[h], Lm[h] + (2 if want_q else 0)) for h in syn)
@@ -195,7 +205,7 @@ def expand(X, Y, w, A, kappa, degrees, far, wsum, tol, tol_m, l_max, want_q, log
     Hs = len(syn)
     # --- the sums at the grid, by the expansion at tol_q (grid points it rejects: directly)
     kq = harmonic.kappa_max(Xq, As)
-    dq = [harmonic.choose_degree(k, TOL_Q, l_max) for k in kq]
+    dq = [int(d) for d in _degrees(kq, TOL_Q, l_max)]
     far_q = [i for i in range(Hs) if dq[i] < 0]
     Smax = max([max(degrees)] + [d for d in dq if d >= 0])
     S = harmonic.source_moments(Y, w, Smax, want_q)
@@ -232,7 +242,7 @@ def expand(X, Y, w, A, kappa, degrees, far, wsum, tol, tol_m, l_max, want_q, log
         """E of the module docstring for synthesis degrees L, truncation at Lt (default L: Z, Mom; Q: L - 2)."""
         Lt = L if Lt is None else Lt
         L = np.asarray(L, dtype=np.float64)
-        tail = np.array([harmonic.tail_bound(float(k), int(lt)) for k, lt in zip(kxs, Lt)])
+        tail = _tails(kxs, Lt)
         rho = 1.01 * _U * zmax * ((L + 1) ** 3 + nq * (L + 1) ** 2)
         return tail * wsum * (L + 2) + (L + 1) * TOL_Q * zmax / 3.0 + rho
 
@@ -298,9 +308,10 @@ def _synthesise_groups(YnT, coefT, degrees):
 
 @njit(parallel=True)
 def _assemble_z(ZT, order, ez, tol, logZ, Zn, ok, phi, zs, mob):  # pragma: no cover - compiled
-    """Zn[i, h] = ZT[k, i], logZ[i, h] = log ZT[k, i] and ok[i, h] = (3 ez[k] <= tol ZT[k, i]) for h = order[k] (the a-posteriori test
+    """For the rows k with h = order[k] < H: Zn[i, h] = ZT[k, i], logZ[i, h] = log ZT[k, i] and ok[i, h] = (3 ez[k] <= tol ZT[k, i]) for h = order[k] (the a-posteriori test
     of Z), and the head sums phi_i = sum_h log Z_h, zs_i = sum_h Z_h, mob_i = sum_h 1 / Z_h (fixed order over h)."""
-    H, m = ZT.shape
+    nrow, m = ZT.shape
+    H = logZ.shape[1]
     nblk = (m + 63) // 64
     for b in prange(nblk):
         i0 = b * 64
@@ -309,8 +320,10 @@ def _assemble_z(ZT, order, ez, tol, logZ, Zn, ok, phi, zs, mob):  # pragma: no c
             phi[i] = 0.0
             zs[i] = 0.0
             mob[i] = 0.0
-        for k in range(H):
+        for k in range(nrow):
             h = order[k]
+            if h >= H:  # a row of another field synthesised alongside
+                continue
             for i in range(i0, i1):
                 z = ZT[k, i]
                 Zn[i, h] = z
@@ -371,8 +384,8 @@ def cell_rates(X, w, A, V, f, sigma: float, *, tol: float, tol_m: float, l_max: 
     if not wsum > 0 or np.any(w < 0):
         return None
     kx = np.linalg.norm(A, 2, axis=(1, 2))  # >= max_j |A_h y_j| (an upper bound is all the tails need: T_L increases)
-    Lz = np.array([_degree(k, tol, 0) for k in kx])
-    Lm = np.array([_degree(k, tol_m, 2 if want_q else 0) for k in kx])
+    Lz = _degrees(kx, tol, SYNTHESIS_L_MAX, 0)
+    Lm = _degrees(kx, tol_m, SYNTHESIS_L_MAX, 2 if want_q else 0)
     if np.any(Lz < 0) or np.any(Lm < 0):
         return None
     Lg = int(max(Lz.max(), Lm.max() + (2 if want_q else 0)))
@@ -382,7 +395,7 @@ def cell_rates(X, w, A, V, f, sigma: float, *, tol: float, tol_m: float, l_max: 
     nq = Xq.shape[0]
     # the sums at the grid by the expansion (Z at TOL_Q, the moments at tol_m / 100; rejected grid points directly)
     kq = harmonic.kappa_max(Xq, A)
-    dq = [harmonic.choose_degree(k, TOL_Q, l_max) for k in kq]
+    dq = [int(d) for d in _degrees(kq, TOL_Q, l_max)]
     if min(dq) < 0:
         return None
     S = harmonic.source_moments(X, w, max(max(dq), Lg), want_q)
@@ -403,11 +416,18 @@ def cell_rates(X, w, A, V, f, sigma: float, *, tol: float, tol_m: float, l_max: 
     Mq = Mq * sc[:, :, None]
     Yq = _harmonics(Xq, Lg, _BASIS, ("grid", Lg))
     YnT = _harmonics_t(X, Lg)
-    # log Z_h at the cells, tested per pair, and their head sums
-    ZT, order, used = _synthesise_groups(YnT, np.ascontiguousarray((Yq.T @ (Wq[:, None] * Zq)).T), Lz)
-    zmax = np.max(Zq, axis=0)[order]
+    # log Z_h at the cells (tested per pair, with their head sums) and the head-summed velocity field
+    # a = (1/H) sum_h V_h Ybar_h, synthesised alongside (3 more rows of the same products)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        Ybq = Mq / Zq[:, :, None]
+    a_q = Ybq.reshape(nq, 3 * H) @ np.ascontiguousarray(V.transpose(0, 2, 1)).reshape(3 * H, 3) / H
+    coef = Yq.T @ (Wq[:, None] * np.column_stack([Zq, a_q]))  # (K, H + 3)
+    ZT, order, used = _synthesise_groups(YnT, np.ascontiguousarray(coef.T), np.append(Lz, [Lg, Lg, Lg]))
+    a = np.ascontiguousarray(ZT[np.argsort(order)[H:]].T)  # (m, 3)
+    head = order < H
+    zmax = np.max(Zq, axis=0)[np.where(head, order, 0)]
     L = used.astype(np.float64)
-    tail = np.array([harmonic.tail_bound(float(kx[h]), int(lu)) for h, lu in zip(order, used)])
+    tail = _tails(kx[np.where(head, order, 0)], used)
     ez = tail * wsum * (L + 2) + (L + 1) * TOL_Q * zmax / 3.0 + 1.01 * _U * zmax * ((L + 1) ** 3 + nq * (L + 1) ** 2)
     logZ = np.empty((m, H))
     Zn = np.empty((m, H))
@@ -423,16 +443,12 @@ def cell_rates(X, w, A, V, f, sigma: float, *, tol: float, tol_m: float, l_max: 
         logZ[rows] = sub
         Zn[rows] = np.exp(sub)
         phi[rows], zs[rows], mob[rows] = sub.sum(axis=1), Zn[rows].sum(axis=1), np.exp(-sub).sum(axis=1)
-    # the grid quadratures of M_h and the Ito term, and the head-summed velocity field
+    # the grid quadratures of M_h and the Ito term
     R = _to_columns(S[:4], Lg).T  # (K, 4): sum_i w_i (1, x_i) Y_lm(x_i), the source moments in real_sph_harm's columns
     omega = Wq[:, None] * (Yq @ R)  # (nq, 4)
     M = (omega[:, 1:].T @ Mq.reshape(nq, 3 * H)).reshape(3, H, 3).transpose(1, 0, 2)  # M_h[k, l] = sum_q omega_qk Mom_hl(x_q)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        Ybq = Mq / Zq[:, :, None]
-    a_q = Ybq.reshape(nq, 3 * H) @ np.ascontiguousarray(V.transpose(0, 2, 1)).reshape(3 * H, 3) / H  # (1/H) sum_h V_h Ybar_h
-    a = (YnT.T @ (Yq.T @ (Wq[:, None] * a_q)))
     part = np.empty((32, 2))
-    _rate_sums(X, w, zs, mob, np.ascontiguousarray(a), H, part)
+    _rate_sums(X, w, zs, mob, a, H, part)
     Phi, xi = phi / H, zs / H
     tot = part.sum(axis=0)
     dEdt = float(np.sum(np.asarray(f) * M))
