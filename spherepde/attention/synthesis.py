@@ -308,34 +308,36 @@ def _synthesise_groups(YnT, coefT, degrees):
 
 @njit(parallel=True)
 def _assemble_z(ZT, order, ez, tol, logZ, Zn, ok, phi, zs, mob):  # pragma: no cover - compiled
-    """For the rows k with h = order[k] < H: Zn[i, h] = ZT[k, i], logZ[i, h] = log ZT[k, i] and ok[i, h] = (3 ez[k] <= tol ZT[k, i]) for h = order[k] (the a-posteriori test
-    of Z), and the head sums phi_i = sum_h log Z_h, zs_i = sum_h Z_h, mob_i = sum_h 1 / Z_h (fixed order over h)."""
+    """For the rows k with h = order[k] < H: Zn[i, h] = ZT[k, i], logZ[i, h] = log ZT[k, i] and ok[i, h] =
+    (3 ez[k] <= tol ZT[k, i]) (the a-posteriori test of Z), and the head sums phi_i = sum_h log Z_h, zs_i = sum_h Z_h,
+    mob_i = sum_h 1 / Z_h (summed in the fixed order of the rows). Blocks of 64 cells: the block's columns of ZT stay
+    in cache while each cell's row of the outputs is written."""
     nrow, m = ZT.shape
     H = logZ.shape[1]
     nblk = (m + 63) // 64
     for b in prange(nblk):
-        i0 = b * 64
-        i1 = min(m, i0 + 64)
-        for i in range(i0, i1):
-            phi[i] = 0.0
-            zs[i] = 0.0
-            mob[i] = 0.0
-        for k in range(nrow):
-            h = order[k]
-            if h >= H:  # a row of another field synthesised alongside
-                continue
-            for i in range(i0, i1):
+        for i in range(b * 64, min(m, b * 64 + 64)):
+            p = 0.0
+            s = 0.0
+            r = 0.0
+            for k in range(nrow):
+                h = order[k]
+                if h >= H:  # a row of another field synthesised alongside
+                    continue
                 z = ZT[k, i]
                 Zn[i, h] = z
                 ok[i, h] = 3.0 * ez[k] <= tol * z
                 if z > 0.0:
                     lz = math.log(z)
                     logZ[i, h] = lz
-                    phi[i] += lz
-                    zs[i] += z
-                    mob[i] += 1.0 / z
+                    p += lz
+                    s += z
+                    r += 1.0 / z
                 else:
                     logZ[i, h] = -np.inf
+            phi[i] = p
+            zs[i] = s
+            mob[i] = r
 
 
 @njit(parallel=True)
