@@ -283,7 +283,7 @@ harmonic.SYNTHESIS_RULE["module"] = sys.modules[__name__]  # the degree_rule "sy
 
 # ------------------------------------------------------------------ the mesh solver's head sums
 #: the fewest rows of one matrix product of :func:`_synthesise_groups` (fewer: BLAS runs far below its peak)
-_GROUP_ROWS = 32
+_GROUP_ROWS = 24
 
 
 def _synthesise_groups(YnT, coefT, degrees):
@@ -307,13 +307,12 @@ def _synthesise_groups(YnT, coefT, degrees):
 
 
 @njit(parallel=True)
-def _assemble_z(ZT, order, ez, tol, logZ, Zn, ok, phi, zs, mob):  # pragma: no cover - compiled
-    """For the rows k with h = order[k] < H: Zn[i, h] = ZT[k, i], logZ[i, h] = log ZT[k, i] and ok[i, h] =
+def _assemble_z(ZT, hidx, ez, tol, logZ, Zn, ok, phi, zs, mob):  # pragma: no cover - compiled
+    """For the rows k with h = hidx[k] >= 0: Zn[i, h] = ZT[k, i], logZ[i, h] = log ZT[k, i] and ok[i, h] =
     (3 ez[k] <= tol ZT[k, i]) (the a-posteriori test of Z), and the head sums phi_i = sum_h log Z_h, zs_i = sum_h Z_h,
     mob_i = sum_h 1 / Z_h (summed in the fixed order of the rows). Blocks of 64 cells: the block's columns of ZT stay
     in cache while each cell's row of the outputs is written."""
     nrow, m = ZT.shape
-    H = logZ.shape[1]
     nblk = (m + 63) // 64
     for b in prange(nblk):
         for i in range(b * 64, min(m, b * 64 + 64)):
@@ -321,8 +320,8 @@ def _assemble_z(ZT, order, ez, tol, logZ, Zn, ok, phi, zs, mob):  # pragma: no c
             s = 0.0
             r = 0.0
             for k in range(nrow):
-                h = order[k]
-                if h >= H:  # a row of another field synthesised alongside
+                h = hidx[k]
+                if h < 0:  # a row of another field synthesised alongside
                     continue
                 z = ZT[k, i]
                 Zn[i, h] = z
@@ -364,45 +363,54 @@ def _rate_sums(X, w, zs, mob, a, H, part):  # pragma: no cover - compiled
 def cell_rates(X, w, A, V, f, sigma: float, *, tol: float, tol_m: float, l_max: int = harmonic.L_MAX):
     """The rates of :func:`spherepde.model.fused.fused_rates` (softmax gradient heads, sources = targets = the cell
     nodes X with masses w) without the per-(cell, head) moments, or None where this route does not apply
-    (``tol`` < :data:`TOL_MIN`, too few cells for the grid, a head beyond :data:`SYNTHESIS_L_MAX`).
+    (``tol`` < :data:`TOL_MIN`, too few cells for the grid, no head within :data:`SYNTHESIS_L_MAX`).
 
     * log Z_h at every cell: synthesised from the Gauss grid with the a-posteriori test of the module docstring
       (relative error of Z_h <= tol / 2; rejected pairs by the expansion, and from there directly);
       Phi, xi, the energy and the mobility (1/H) sum_h 1/Z_h follow from them;
     * M_h = sum_i w_i x_i Mom_h(x_i)^T and sum_h sum_i w_i Q_h(x_i) (the Ito term): quadratures on the grid with the
-      weights omega_q = W_q sum_lm Y_lm(x_q) R_lm, R_lm = sum_i w_i (x_i, 1) Y_lm(x_i), exact for the degree-L parts of
+      weights omega_q = W_q sum_lm Y_lm(x_q) R_lm, R_lm = sum_i w_i (1, x_i) Y_lm(x_i), exact for the degree-L parts of
       Mom_h and Q_h (L of ``tol_m``), so they err by the truncation and the grid's evaluation error as above;
     * the nodal velocity v = P_x a, a = (1/H) sum_h V_h Mom_h / Z_h, for the nodal G^2: a is a head sum of smooth
       functions, sampled on the grid and synthesised at the grid's degree -- an interpolant without a proved bound
       (measured against the per-cell route by tests/attention/test_synthesis.py and spherepde.studies.bench_h100).
 
-    Returns (logZ (m, H), dict with energy, dEdt_partial, G2, Phi, xi, M) or None.
+    Heads whose degree would pass :data:`SYNTHESIS_L_MAX` (large ||A_h||) are summed per cell by the adaptive
+    expansion (moments by mass, as the per-cell route) and enter the same sums. Returns (logZ (m, H), dict with
+    energy, dEdt_partial, G2, Phi, xi, M, Z) or None.
     """
     m, H = X.shape[0], A.shape[0]
     want_q = sigma > 0
+    q2 = 2 if want_q else 0
     if tol < TOL_MIN or m == 0 or H == 0 or d_of(X) != 3:
         return None
     wsum = float(np.sum(w))
     if not wsum > 0 or np.any(w < 0):
         return None
-    kx = np.linalg.norm(A, 2, axis=(1, 2))  # >= max_j |A_h y_j| (an upper bound is all the tails need: T_L increases)
-    Lz = _degrees(kx, tol, SYNTHESIS_L_MAX, 0)
-    Lm = _degrees(kx, tol_m, SYNTHESIS_L_MAX, 2 if want_q else 0)
-    if np.any(Lz < 0) or np.any(Lm < 0):
+    kx_all = np.linalg.norm(A, 2, axis=(1, 2))  # >= max_j |A_h y_j| (an upper bound is all the tails need: T_L increases)
+    Lz_all = _degrees(kx_all, tol, SYNTHESIS_L_MAX, 0)
+    Lm_all = _degrees(kx_all, tol_m, SYNTHESIS_L_MAX, q2)
+    fits = (Lz_all >= 0) & (Lm_all >= 0) & (Lm_all + q2 <= SYNTHESIS_L_MAX)
+    syn = np.flatnonzero(fits)
+    rest = np.flatnonzero(~fits)
+    if syn.size == 0:
         return None
-    Lg = int(max(Lz.max(), Lm.max() + (2 if want_q else 0)))
-    if Lg > SYNTHESIS_L_MAX or m < MIN_TARGETS_PER_POINT * (Lg + 1) * (2 * Lg + 1):
+    Lz, Lm, kx = Lz_all[syn], Lm_all[syn], kx_all[syn]
+    Lg = int(max(Lz.max(), Lm.max() + q2))
+    if m < MIN_TARGETS_PER_POINT * (Lg + 1) * (2 * Lg + 1):
         return None
+    Hs = syn.size
+    As = np.ascontiguousarray(A[syn])
     Xq, Wq = gauss_grid(Lg)
     nq = Xq.shape[0]
     # the sums at the grid by the expansion (Z at TOL_Q, the moments at tol_m / 100; rejected grid points directly)
-    kq = harmonic.kappa_max(Xq, A)
+    kq = harmonic.kappa_max(Xq, As)
     dq = [int(d) for d in _degrees(kq, TOL_Q, l_max)]
     if min(dq) < 0:
         return None
     S = harmonic.source_moments(X, w, max(max(dq), Lg), want_q)
     tq_m = max(TOL_Q, tol_m / 100.0)
-    Cq, Zq, Mq, Qq, badq = harmonic._expand(Xq, X, w, A, kq, dq, [], wsum, TOL_Q, tq_m, l_max, want_q, False,
+    Cq, Zq, Mq, Qq, badq = harmonic._expand(Xq, X, w, As, kq, dq, [], wsum, TOL_Q, tq_m, l_max, want_q, False,
                                             degree_rule="adaptive", S=S)
 
     def put_q(idx, h, res):
@@ -411,7 +419,7 @@ def cell_rates(X, w, A, V, f, sigma: float, *, tol: float, tol_m: float, l_max: 
         if want_q:
             Qq[idx, h] = Qd
 
-    harmonic._recheck(Xq, A, badq, lambda Xs, Ah: direct_scaled(Xs, X, w, Ah, want_q, True), put_q, want_q, TOL_Q,
+    harmonic._recheck(Xq, As, badq, lambda Xs, Ah: direct_scaled(Xs, X, w, Ah, want_q, True), put_q, want_q, TOL_Q,
                       harmonic.logging.DEBUG, "synthesis")
     sc = np.exp(Cq)
     Zq = Zq * sc
@@ -422,40 +430,61 @@ def cell_rates(X, w, A, V, f, sigma: float, *, tol: float, tol_m: float, l_max: 
     # a = (1/H) sum_h V_h Ybar_h, synthesised alongside (3 more rows of the same products)
     with np.errstate(divide="ignore", invalid="ignore"):
         Ybq = Mq / Zq[:, :, None]
-    a_q = Ybq.reshape(nq, 3 * H) @ np.ascontiguousarray(V.transpose(0, 2, 1)).reshape(3 * H, 3) / H
-    coef = Yq.T @ (Wq[:, None] * np.column_stack([Zq, a_q]))  # (K, H + 3)
-    ZT, order, used = _synthesise_groups(YnT, np.ascontiguousarray(coef.T), np.append(Lz, [Lg, Lg, Lg]))
-    a = np.ascontiguousarray(ZT[np.argsort(order)[H:]].T)  # (m, 3)
-    head = order < H
+    a_q = Ybq.reshape(nq, 3 * Hs) @ np.ascontiguousarray(V[syn].transpose(0, 2, 1)).reshape(3 * Hs, 3) / H
+    coef = Yq.T @ (Wq[:, None] * np.column_stack([Zq, a_q]))  # (K, Hs + 3)
+    La = int(Lz.max())  # a at the largest degree of Z (a is not band-limited: no degree is exact for it)
+    ZT, order, used = _synthesise_groups(YnT, np.ascontiguousarray(coef.T), np.append(Lz, [La, La, La]))
+    a = np.ascontiguousarray(ZT[np.argsort(order)[Hs:]].T)  # (m, 3)
+    head = order < Hs
+    hidx = np.where(head, syn[np.where(head, order, 0)], -1)  # each row's head (-1: a row of a)
     zmax = np.max(Zq, axis=0)[np.where(head, order, 0)]
     L = used.astype(np.float64)
     tail = _tails(kx[np.where(head, order, 0)], used)
     ez = tail * wsum * (L + 2) + (L + 1) * TOL_Q * zmax / 3.0 + 1.01 * _U * zmax * ((L + 1) ** 3 + nq * (L + 1) ** 2)
     logZ = np.empty((m, H))
     Zn = np.empty((m, H))
-    ok = np.empty((m, H), dtype=np.bool_)
+    ok = np.ones((m, H), dtype=np.bool_)
     phi, zs, mob = np.empty(m), np.empty(m), np.empty(m)
-    _assemble_z(ZT, order, ez, float(tol), logZ, Zn, ok, phi, zs, mob)
+    _assemble_z(ZT, hidx, ez, float(tol), logZ, Zn, ok, phi, zs, mob)
+    M = np.empty((H, 3, 3))
+    qsum = 0.0
+    if rest.size:  # the heads beyond SYNTHESIS_L_MAX: per cell, as the per-cell route
+        from spherepde.attention.sums import attention_moments
+
+        lz_r, yb_r, qb_r = attention_moments(X, X, w, np.ascontiguousarray(A[rest]), want_q=want_q, log=True, summation="fast",
+                                             tol=tol, tol_moments=tol_m, target_masses=w)
+        Zr = np.exp(lz_r)
+        logZ[:, rest], Zn[:, rest] = lz_r, Zr
+        phi += lz_r.sum(axis=1)
+        zs += Zr.sum(axis=1)
+        mob += (1.0 / Zr).sum(axis=1)
+        a += np.einsum("hkl,ihl->ik", V[rest], yb_r) / H
+        M[rest] = np.einsum("ih,ik,ihl->hkl", w[:, None] * Zr, X, yb_r)
+        if want_q:
+            qsum += float(np.sum(w[:, None] * Zr * qb_r))
     bad_heads = np.flatnonzero(~ok.all(axis=0))
-    if bad_heads.size:  # the rejected pairs by the expansion (one call over their targets), their rows' sums again
-        rows = np.flatnonzero(~ok[:, bad_heads].all(axis=1))
-        lz_e, _, _ = _attention_moments(X[rows], X, w, A[bad_heads], tol)
-        sub = logZ[rows]
-        sub[:, bad_heads] = np.where(ok[np.ix_(rows, bad_heads)], sub[:, bad_heads], lz_e)
-        logZ[rows] = sub
-        Zn[rows] = np.exp(sub)
-        phi[rows], zs[rows], mob[rows] = sub.sum(axis=1), Zn[rows].sum(axis=1), np.exp(-sub).sum(axis=1)
+    if bad_heads.size:  # the rejected pairs by the expansion (per head, its rejected cells; the grid's source moments)
+        for h in bad_heads:  # (the head sums: the synthesised value's terms out, the expansion's in)
+            idx = np.flatnonzero(~ok[:, h])
+            z_old = Zn[idx, h]
+            had = z_old > 0.0
+            lz = _expand_log_z(np.ascontiguousarray(X[idx]), X, w, A[h : h + 1], wsum, tol, l_max, S)
+            z = np.exp(lz)
+            phi[idx] += lz - np.where(had, logZ[idx, h], 0.0)
+            zs[idx] += z - np.where(had, z_old, 0.0)
+            mob[idx] += 1.0 / z - np.where(had, 1.0 / np.where(had, z_old, 1.0), 0.0)
+            logZ[idx, h], Zn[idx, h] = lz, z
     # the grid quadratures of M_h and the Ito term
     R = _to_columns(S[:4], Lg).T  # (K, 4): sum_i w_i (1, x_i) Y_lm(x_i), the source moments in real_sph_harm's columns
     omega = Wq[:, None] * (Yq @ R)  # (nq, 4)
-    M = (omega[:, 1:].T @ Mq.reshape(nq, 3 * H)).reshape(3, H, 3).transpose(1, 0, 2)  # M_h[k, l] = sum_q omega_qk Mom_hl(x_q)
+    M[syn] = (omega[:, 1:].T @ Mq.reshape(nq, 3 * Hs)).reshape(3, Hs, 3).transpose(1, 0, 2)  # M_h[k, l] = sum_q omega_qk Mom_hl
     part = np.empty((32, 2))
     _rate_sums(X, w, zs, mob, a, H, part)
     Phi, xi = phi / H, zs / H
     tot = part.sum(axis=0)
     dEdt = float(np.sum(np.asarray(f) * M))
     if want_q:
-        qsum = float(omega[:, 0] @ (Qq * sc).sum(axis=1))
+        qsum += float(omega[:, 0] @ (Qq * sc).sum(axis=1))
         dEdt += (sigma**2 / 4) * (H * tot[0] + qsum)
     rates = {"energy": float(tot[0] / 2), "dEdt_partial": dEdt / (2 * H), "G2": float(tot[1]), "Phi": Phi, "xi": xi, "M": M,
              "Z": Zn}  # Z: for scheme_g2 (no exponential per edge), popped by the mesh solver
@@ -478,6 +507,28 @@ def _column_map(L: int) -> np.ndarray:
         for m in range(1, l + 1):
             idx[o + l - m] = o + l + m  # sine
     return idx
+
+
+def _expand_log_z(Xs, Y, w, Ah, wsum: float, tol: float, l_max: int, S) -> np.ndarray:
+    """log Z of one head (Ah (1, 3, 3)) at the targets Xs by the adaptive expansion with the source moments S (rows
+    >= 4, degree high enough), its rejected targets directly: the expansion's error statement."""
+    kap = harmonic.kappa_max(Xs, Ah)
+    deg = [harmonic.choose_degree(float(kap[0]), tol, l_max)]
+    if deg[0] < 0:
+        C, Z, _, _ = direct_scaled(Xs, Y, w, Ah, False, True)
+        return np.log(Z[:, 0]) + C[:, 0]
+    if S.shape[1] < (deg[0] + 1) ** 2:
+        S = harmonic.source_moments(Y, w, deg[0], False)
+    C, Z, M, _, bad = harmonic._expand(Xs, Y, w, Ah, kap, deg, [], wsum, tol, 1.0, l_max, False, True,
+                                       degree_rule="adaptive", S=np.ascontiguousarray(S[:4]))
+
+    def put(idx, h, res):
+        Cd, Zd, _, _ = res
+        Z[idx, h] = np.log(Zd) + Cd
+
+    harmonic._recheck(Xs, Ah, bad, lambda X2, A2: direct_scaled(X2, Y, w, A2, False, True), put, False, tol,
+                      harmonic.logging.DEBUG, "synthesis")
+    return Z[:, 0]
 
 
 def d_of(X) -> int:

@@ -2,7 +2,7 @@
 
 The workload is ``spherepde run --example paper-ou-mesh --set model.H=100 --set mesh.level=32
 --set solver.order=2`` (T = 20: 2,000 Euler steps on the OU weight grid dt = 0.01, 20,480 cells),
-measured on windows along the path (t = 0, 5, 10, 15) and projected to the whole path. Routes, stepped
+measured on windows along the path (t = 0, 2.5, ..., 17.5) and projected to the whole path. Routes, stepped
 alternately from the same state in one process (so a loaded machine slows them alike):
 
 * ``old``: the a-priori degree of the block's largest kappa (``degree_rule="a-priori"``, the kernel
@@ -54,10 +54,10 @@ LEAD = "synthesis"
 def bench_h100(quick: bool, *, level: int | None = None, steps: int | None = None, H: int = 100,
                record_every: int = 10, start_steps: int = 0, windows: int | None = None) -> dict:
     """The routes side by side on windows of the H = 100 path (module docstring); ``quick``: level 16, one window of 10
-    steps, else level 32 and ``windows`` = 4 windows of 20 steps, at t = 0, 5, 10, 15 (the lead route -- ``synthesis``,
+    steps, else level 32 and ``windows`` = 8 windows of 10 steps, at t = 0, 2.5, ..., 17.5 (the lead route -- ``synthesis``,
     the example's -- carries the path between them; every route starts each window from its state). ``start_steps`` > 0
     with one window: that window starts after that many lead steps. The whole T = 20 path of each route is projected as
-    sum over windows of (its median step there) x (the steps of that window's quarter of the path). Returns a JSON-able
+    sum over windows of (its median step there) x (the steps of that window's share of the path). Returns a JSON-able
     dict."""
     from spherepde.runs.config import load_config
     from spherepde.runs.configs import __file__ as examples_file
@@ -65,8 +65,8 @@ def bench_h100(quick: bool, *, level: int | None = None, steps: int | None = Non
     from spherepde.solvers.mesh import MeshSolver
 
     level = level or (16 if quick else 32)
-    steps = steps or (10 if quick else 20)
-    windows = windows or (1 if quick else 4)
+    steps = steps or 10
+    windows = windows or (1 if quick else 8)
     base = {"model.H": H, "mesh.level": level, "solver.order": 2, "solver.integrator": "euler", "solver.T": 20.0,
             "solver.summation": "fast"}  # fast as at the paper's size, also when a test runs this small
     solvers = {}

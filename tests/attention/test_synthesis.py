@@ -111,6 +111,24 @@ def test_cell_rates_equal_the_fused_rates(sigma, kind):
     assert again[1]["G2"] == r["G2"]
 
 
+def test_cell_rates_with_a_head_beyond_the_synthesis_degree():
+    """A head with a large ||A_h|| (degree > SYNTHESIS_L_MAX) is summed per cell and enters the same sums."""
+    X = _points(6000, 18)
+    w = _density(X, "spread", 19)
+    A = _heads(3, 1.0, 20)
+    A[1] *= 12.0 / np.linalg.norm(A[1], 2)  # kappa 12: beyond degree 32 at tol 1e-8
+    V, f, sigma = -A, _heads(3, 0.3, 21), 0.8
+    lz, yb, qb = _exact(X, w, A)
+    ref = fused_rates(X, w, lz, yb, qb, V, f, sigma)
+    logZ, r = synthesis.cell_rates(X, w, A, V, f, sigma, tol=1e-8, tol_m=1e-5)
+    assert np.max(np.abs(logZ - lz)) <= 1e-8
+    for key in ("energy", "dEdt_partial"):
+        assert abs(r[key] - ref[key]) <= 1e-6 * abs(ref[key]), key
+    np.testing.assert_allclose(r["M"], ref["M"], rtol=0, atol=1e-5 * np.abs(ref["M"]).max())
+    np.testing.assert_allclose(r["Phi"], ref["Phi"], rtol=0, atol=1e-8)
+    assert abs(r["G2"] - ref["G2"]) <= 1e-4 * ref["G2"]
+
+
 def test_a_wrong_projection_fails_the_comparison(monkeypatch):
     """The comparison above can fail: a grid of half the degree (not exact for the products it projects)."""
     X = _points(6000, 13)
