@@ -57,6 +57,8 @@ TOL_Q = 1e-12
 #: the rule synthesises only where the targets outnumber the grid points this many times and ``tol`` >= TOL_MIN
 MIN_TARGETS_PER_POINT = 4
 TOL_MIN = 1e-9
+#: the most memory the cached target harmonics (m (L+1)^2 doubles) may take; larger problems keep the per-target route
+BASIS_BYTES_MAX = 1 << 30
 _U = 2.0**-53
 
 _GRIDS: dict = {}
@@ -194,7 +196,7 @@ def expand(X, Y, w, A, kappa, degrees, far, wsum, tol, tol_m, l_max, want_q, log
     syn = [h for h in near if Lz[h] >= 0 and Lm[h] >= 0 and Lm[h] + (2 if want_q else 0) <= SYNTHESIS_L_MAX]
     if syn:
         Lg = max(max(Lz[h], Lm[h] + (2 if want_q else 0)) for h in syn)
-        if m < MIN_TARGETS_PER_POINT * (Lg + 1) * (2 * Lg + 1):
+        if m < MIN_TARGETS_PER_POINT * (Lg + 1) * (2 * Lg + 1) or 8 * m * (Lg + 1) ** 2 > BASIS_BYTES_MAX:
             syn = []
     if not syn:
         return adaptive_all[0](X, Y, w, A, kappa, degrees, far, wsum, tol, tol_m, l_max, want_q, log_form, **adaptive_all[1])
@@ -363,7 +365,8 @@ def _rate_sums(X, w, zs, mob, a, H, part):  # pragma: no cover - compiled
 def cell_rates(X, w, A, V, f, sigma: float, *, tol: float, tol_m: float, l_max: int = harmonic.L_MAX):
     """The rates of :func:`spherepde.model.fused.fused_rates` (softmax gradient heads, sources = targets = the cell
     nodes X with masses w) without the per-(cell, head) moments, or None where this route does not apply
-    (``tol`` < :data:`TOL_MIN`, too few cells for the grid, no head within :data:`SYNTHESIS_L_MAX`).
+    (``tol`` < :data:`TOL_MIN`, too few cells for the grid, no head within :data:`SYNTHESIS_L_MAX`, the cells' harmonics
+    above :data:`BASIS_BYTES_MAX`).
 
     * log Z_h at every cell: synthesised from the Gauss grid with the a-posteriori test of the module docstring
       (relative error of Z_h <= tol / 2; rejected pairs by the expansion, and from there directly);
@@ -397,7 +400,7 @@ def cell_rates(X, w, A, V, f, sigma: float, *, tol: float, tol_m: float, l_max: 
         return None
     Lz, Lm, kx = Lz_all[syn], Lm_all[syn], kx_all[syn]
     Lg = int(max(Lz.max(), Lm.max() + q2))
-    if m < MIN_TARGETS_PER_POINT * (Lg + 1) * (2 * Lg + 1):
+    if m < MIN_TARGETS_PER_POINT * (Lg + 1) * (2 * Lg + 1) or 8 * m * (Lg + 1) ** 2 > BASIS_BYTES_MAX:
         return None
     Hs = syn.size
     As = np.ascontiguousarray(A[syn])

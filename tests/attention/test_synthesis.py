@@ -82,6 +82,17 @@ def test_synthesis_hands_small_problems_and_tolerances_to_the_expansion():
     w2 = np.full(6000, 1 / 6000)
     assert synthesis.cell_rates(X2, w2, A, A, np.zeros_like(A), 0.0, tol=1e-11, tol_m=1e-6) is None  # below TOL_MIN
     assert synthesis.cell_rates(X, w, A, A, np.zeros_like(A), 0.0, tol=1e-8, tol_m=1e-6) is None  # too few cells
+    assert synthesis.cell_rates(X2, w2, A, A, np.zeros_like(A), 0.0, tol=1e-8, tol_m=1e-6) is not None
+
+
+def test_synthesis_keeps_the_per_cell_route_above_its_memory_cap(monkeypatch):
+    X = _points(6000, 22)
+    w = np.full(6000, 1 / 6000)
+    A = _heads(2, 1.0, 23)
+    monkeypatch.setattr(synthesis, "BASIS_BYTES_MAX", 8 * 6000 * 4)  # the harmonics of degree 1 at most
+    assert synthesis.cell_rates(X, w, A, A, np.zeros_like(A), 0.0, tol=1e-8, tol_m=1e-6) is None
+    out = harmonic.moments(X, X, w, A, tol=1e-8, log_form=True, degree_rule="synthesis")
+    assert not hasattr(out[4], "synthesis")
 
 
 @pytest.mark.parametrize("sigma", [0.0, 1.2])
