@@ -2,7 +2,7 @@
 
 * ``synthesis`` (:func:`spherepde.attention.synthesis.cell_rates`): log Z_h at every cell synthesised from a Gauss grid
   (same error statement as the expansion), the moments only at the grid (M_h and the Ito term by grid quadratures, the
-  nodal velocity of the nodal G^2 as one head-summed field). Softmax gradient heads on S^2 with the fast sums, at
+  nodal velocity of the nodal G^2 as one head-summed field). Softmax gradient heads on S^2 where the summation mode tries the fast sums, at
   ``summation_tol`` >= :data:`spherepde.attention.synthesis.TOL_MIN` and enough cells for the grid; else
 * the per-cell moments (:func:`spherepde.solvers.fv.cell_fields`) into the fused kernel
   (:func:`spherepde.model.fused.fused_rates`), or the NumPy route (``MeshSolver._numpy_rates``, the circle).
@@ -12,7 +12,7 @@ Both give the same quantities (docs/model.md §4.8); tests/attention/test_synthe
 
 from __future__ import annotations
 
-from spherepde.attention import synthesis
+from spherepde.attention import SUMMATION_MODES, synthesis
 from spherepde.model.fused import fused_rates
 from spherepde.solvers.fv import cell_fields
 
@@ -24,8 +24,9 @@ def cell_rates(ms, masses, A, V, t: float, sigma: float):
     masses ``masses`` and the head matrices A, V at time t (module docstring)."""
     g = ms.geom
     tol_m = max(ms.diagnostics_tol, ms.summation_tol)
+    nc, H = g.nodes.shape[0], A.shape[0]
     if (ms._degree_rule == "synthesis" and ms.normalised and g.d == 3 and not ms._numpy_rates
-            and ms.summation in ("fast", "auto")):
+            and SUMMATION_MODES.get(ms.summation).tries(nc, nc, H, 3)):  # where the summation mode tries the fast sums
         out = synthesis.cell_rates(g.nodes, masses, A, V, ms.path.drift_at(t), sigma, tol=ms.summation_tol, tol_m=tol_m)
         if out is not None:
             return out
