@@ -23,7 +23,7 @@ def cell_rates(ms, masses, A, V, t: float, sigma: float):
     """(logZ (nc, H), rates dict of :func:`~spherepde.model.fused.fused_rates`) of the mesh solver ``ms`` at the cell
     masses ``masses`` and the head matrices A, V at time t (module docstring)."""
     g = ms.geom
-    tol_m = max(ms.diagnostics_tol, ms.summation_tol)
+    tol_m = ms.summation_tol if ms.diagnostics_tol is None else max(ms.diagnostics_tol, ms.summation_tol)  # None: summation_tol
     nc, H = g.nodes.shape[0], A.shape[0]
     if (ms._degree_rule == "synthesis" and ms.normalised and g.d == 3 and not ms._numpy_rates
             and SUMMATION_MODES.get(ms.summation).tries(nc, nc, H, 3)):  # where the summation mode tries the fast sums
