@@ -362,6 +362,65 @@ def _rate_sums(X, w, zs, mob, a, H, part):  # pragma: no cover - compiled
         part[c, 1] = g2
 
 
+def _grid_sums(X, w, As, Lg: int, want_q: bool, tol_m: float, wsum: float, l_max: int):
+    """(Xq, Wq, Z, Mom, Q, S) at the Gauss grid of degree Lg: the true sums (unscaled) of the heads As over the sources
+    X, w by the expansion (Z at TOL_Q, the moments at tol_m / 100; grid points it rejects directly), and the source
+    moments S it used; None where a head needs a degree above ``l_max`` at the grid."""
+    Xq, Wq = gauss_grid(Lg)
+    kq = harmonic.kappa_max(Xq, As)
+    dq = [int(d) for d in _degrees(kq, TOL_Q, l_max)]
+    if min(dq) < 0:
+        return None
+    S = harmonic.source_moments(X, w, max(max(dq), Lg), want_q)
+    tq_m = max(TOL_Q, tol_m / 100.0)
+    Cq, Zq, Mq, Qq, badq = harmonic._expand(Xq, X, w, As, kq, dq, [], wsum, TOL_Q, tq_m, l_max, want_q, False,
+                                            degree_rule="adaptive", S=S)
+
+    def put_q(idx, h, res):
+        Cd, Zd, Md, Qd = res
+        Cq[idx, h], Zq[idx, h], Mq[idx, h] = Cd, Zd, Md
+        if want_q:
+            Qq[idx, h] = Qd
+
+    harmonic._recheck(Xq, As, badq, lambda Xs, Ah: direct_scaled(Xs, X, w, Ah, want_q, True), put_q, want_q, TOL_Q,
+                      harmonic.logging.DEBUG, "synthesis")
+    sc = np.exp(Cq)
+    return Xq, Wq, Zq * sc, Mq * sc[:, :, None], (Qq * sc if want_q else None), S
+
+
+def _per_cell_heads(X, w, A, V, rest, want_q: bool, tol: float, tol_m: float, logZ, Zn, phi, zs, mob, a, M) -> float:
+    """The heads ``rest`` (beyond SYNTHESIS_L_MAX) per cell by the adaptive expansion (moments by mass): their log Z, Z,
+    head sums, velocity terms and M_h written in place; returns their Ito sum sum_h sum_i w_i Q_h(x_i)."""
+    from spherepde.attention.sums import attention_moments
+
+    H = A.shape[0]
+    lz_r, yb_r, qb_r = attention_moments(X, X, w, np.ascontiguousarray(A[rest]), want_q=want_q, log=True, summation="fast",
+                                         tol=tol, tol_moments=tol_m, target_masses=w)
+    Zr = np.exp(lz_r)
+    logZ[:, rest], Zn[:, rest] = lz_r, Zr
+    phi += lz_r.sum(axis=1)
+    zs += Zr.sum(axis=1)
+    mob += (1.0 / Zr).sum(axis=1)
+    a += np.einsum("hkl,ihl->ik", V[rest], yb_r) / H
+    M[rest] = np.einsum("ih,ik,ihl->hkl", w[:, None] * Zr, X, yb_r)
+    return float(np.sum(w[:, None] * Zr * qb_r)) if want_q else 0.0
+
+
+def _redo_rejected(X, w, A, ok, wsum: float, tol: float, l_max: int, S, logZ, Zn, phi, zs, mob) -> None:
+    """The (cell, head) pairs that failed the test, by the expansion (per head, its rejected cells; the grid's source
+    moments), and the head sums by difference (the synthesised value's terms out, the expansion's in)."""
+    for h in np.flatnonzero(~ok.all(axis=0)):
+        idx = np.flatnonzero(~ok[:, h])
+        z_old = Zn[idx, h]
+        had = z_old > 0.0
+        lz = _expand_log_z(np.ascontiguousarray(X[idx]), X, w, A[h : h + 1], wsum, tol, l_max, S)
+        z = np.exp(lz)
+        phi[idx] += lz - np.where(had, logZ[idx, h], 0.0)
+        zs[idx] += z - np.where(had, z_old, 0.0)
+        mob[idx] += 1.0 / z - np.where(had, 1.0 / np.where(had, z_old, 1.0), 0.0)
+        logZ[idx, h], Zn[idx, h] = lz, z
+
+
 def cell_rates(X, w, A, V, f, sigma: float, *, tol: float, tol_m: float, l_max: int = harmonic.L_MAX):
     """The rates of :func:`spherepde.model.fused.fused_rates` (softmax gradient heads, sources = targets = the cell
     nodes X with masses w) without the per-(cell, head) moments, or None where this route does not apply
@@ -404,29 +463,11 @@ def cell_rates(X, w, A, V, f, sigma: float, *, tol: float, tol_m: float, l_max: 
         return None
     Hs = syn.size
     As = np.ascontiguousarray(A[syn])
-    Xq, Wq = gauss_grid(Lg)
-    nq = Xq.shape[0]
-    # the sums at the grid by the expansion (Z at TOL_Q, the moments at tol_m / 100; rejected grid points directly)
-    kq = harmonic.kappa_max(Xq, As)
-    dq = [int(d) for d in _degrees(kq, TOL_Q, l_max)]
-    if min(dq) < 0:
+    grid = _grid_sums(X, w, As, Lg, want_q, tol_m, wsum, l_max)
+    if grid is None:
         return None
-    S = harmonic.source_moments(X, w, max(max(dq), Lg), want_q)
-    tq_m = max(TOL_Q, tol_m / 100.0)
-    Cq, Zq, Mq, Qq, badq = harmonic._expand(Xq, X, w, As, kq, dq, [], wsum, TOL_Q, tq_m, l_max, want_q, False,
-                                            degree_rule="adaptive", S=S)
-
-    def put_q(idx, h, res):
-        Cd, Zd, Md, Qd = res
-        Cq[idx, h], Zq[idx, h], Mq[idx, h] = Cd, Zd, Md
-        if want_q:
-            Qq[idx, h] = Qd
-
-    harmonic._recheck(Xq, As, badq, lambda Xs, Ah: direct_scaled(Xs, X, w, Ah, want_q, True), put_q, want_q, TOL_Q,
-                      harmonic.logging.DEBUG, "synthesis")
-    sc = np.exp(Cq)
-    Zq = Zq * sc
-    Mq = Mq * sc[:, :, None]
+    Xq, Wq, Zq, Mq, Qq, S = grid
+    nq = Xq.shape[0]
     Yq = _harmonics(Xq, Lg, _BASIS, ("grid", Lg))
     YnT = _harmonics_t(X, Lg)
     # log Z_h at the cells (tested per pair, with their head sums) and the head-summed velocity field
@@ -452,31 +493,8 @@ def cell_rates(X, w, A, V, f, sigma: float, *, tol: float, tol_m: float, l_max: 
     M = np.empty((H, 3, 3))
     qsum = 0.0
     if rest.size:  # the heads beyond SYNTHESIS_L_MAX: per cell, as the per-cell route
-        from spherepde.attention.sums import attention_moments
-
-        lz_r, yb_r, qb_r = attention_moments(X, X, w, np.ascontiguousarray(A[rest]), want_q=want_q, log=True, summation="fast",
-                                             tol=tol, tol_moments=tol_m, target_masses=w)
-        Zr = np.exp(lz_r)
-        logZ[:, rest], Zn[:, rest] = lz_r, Zr
-        phi += lz_r.sum(axis=1)
-        zs += Zr.sum(axis=1)
-        mob += (1.0 / Zr).sum(axis=1)
-        a += np.einsum("hkl,ihl->ik", V[rest], yb_r) / H
-        M[rest] = np.einsum("ih,ik,ihl->hkl", w[:, None] * Zr, X, yb_r)
-        if want_q:
-            qsum += float(np.sum(w[:, None] * Zr * qb_r))
-    bad_heads = np.flatnonzero(~ok.all(axis=0))
-    if bad_heads.size:  # the rejected pairs by the expansion (per head, its rejected cells; the grid's source moments)
-        for h in bad_heads:  # (the head sums: the synthesised value's terms out, the expansion's in)
-            idx = np.flatnonzero(~ok[:, h])
-            z_old = Zn[idx, h]
-            had = z_old > 0.0
-            lz = _expand_log_z(np.ascontiguousarray(X[idx]), X, w, A[h : h + 1], wsum, tol, l_max, S)
-            z = np.exp(lz)
-            phi[idx] += lz - np.where(had, logZ[idx, h], 0.0)
-            zs[idx] += z - np.where(had, z_old, 0.0)
-            mob[idx] += 1.0 / z - np.where(had, 1.0 / np.where(had, z_old, 1.0), 0.0)
-            logZ[idx, h], Zn[idx, h] = lz, z
+        qsum += _per_cell_heads(X, w, A, V, rest, want_q, tol, tol_m, logZ, Zn, phi, zs, mob, a, M)
+    _redo_rejected(X, w, A, ok, wsum, tol, l_max, S, logZ, Zn, phi, zs, mob)
     # the grid quadratures of M_h and the Ito term
     R = _to_columns(S[:4], Lg).T  # (K, 4): sum_i w_i (1, x_i) Y_lm(x_i), the source moments in real_sph_harm's columns
     omega = Wq[:, None] * (Yq @ R)  # (nq, 4)
@@ -487,7 +505,7 @@ def cell_rates(X, w, A, V, f, sigma: float, *, tol: float, tol_m: float, l_max: 
     tot = part.sum(axis=0)
     dEdt = float(np.sum(np.asarray(f) * M))
     if want_q:
-        qsum += float(omega[:, 0] @ (Qq * sc).sum(axis=1))
+        qsum += float(omega[:, 0] @ Qq.sum(axis=1))
         dEdt += (sigma**2 / 4) * (H * tot[0] + qsum)
     rates = {"energy": float(tot[0] / 2), "dEdt_partial": dEdt / (2 * H), "G2": float(tot[1]), "Phi": Phi, "xi": xi, "M": M,
              "Z": Zn}  # Z: for scheme_g2 (no exponential per edge), popped by the mesh solver
