@@ -180,6 +180,22 @@ def _assemble(ZT, MT, QT, hidx, ez, em, eq, tol, tol_m, want_q, log_form, Z, M, 
                         Q[i, h] = QT[k, i]
 
 
+def _direct_at_grid(Xq, Y, w, As, far, badq, want_q: bool, Cq, Zq, Mq, Qq) -> None:
+    """The grid's scaled sums (Cq, Zq, Mq, Qq, in place) directly for the heads ``far`` (too large for the expansion) and
+    for the (grid point, head) pairs the expansion rejected (``badq``)."""
+
+    def put_q(idx, h, res):
+        Cd, Zd, Md, Qd = res
+        Cq[idx, h], Zq[idx, h], Mq[idx, h] = Cd, Zd, Md
+        if want_q:
+            Qq[idx, h] = Qd
+
+    if far:
+        put_q(slice(None), far, direct_scaled(Xq, Y, w, np.ascontiguousarray(As[far]), want_q, True))
+    harmonic._recheck(Xq, As, badq, lambda Xs, Ah: direct_scaled(Xs, Y, w, Ah, want_q, True), put_q, want_q, TOL_Q,
+                      harmonic.logging.DEBUG, "synthesis")
+
+
 def expand(X, Y, w, A, kappa, degrees, far, wsum, tol, tol_m, l_max, want_q, log_form, degree_rule="synthesis", info=None,
            target_masses=None):
     """:func:`spherepde.attention.harmonic._expand` by synthesis (module docstring): same arguments and results."""
@@ -213,17 +229,7 @@ def expand(X, Y, w, A, kappa, degrees, far, wsum, tol, tol_m, l_max, want_q, log
     S = harmonic.source_moments(Y, w, Smax, want_q)
     Cq, Zq, Mq, Qq, badq = harmonic._expand(Xq, Y, w, As, kq, dq, far_q, wsum, TOL_Q, TOL_Q, l_max, want_q, False,
                                             degree_rule="adaptive", S=S)
-
-    def put_q(idx, h, res):
-        Cd, Zd, Md, Qd = res
-        Cq[idx, h], Zq[idx, h], Mq[idx, h] = Cd, Zd, Md
-        if want_q:
-            Qq[idx, h] = Qd
-
-    if far_q:
-        put_q(slice(None), far_q, direct_scaled(Xq, Y, w, np.ascontiguousarray(As[far_q]), want_q, True))
-    harmonic._recheck(Xq, As, badq, lambda Xs, Ah: direct_scaled(Xs, Y, w, Ah, want_q, True), put_q, want_q, TOL_Q,
-                      harmonic.logging.DEBUG, "synthesis")
+    _direct_at_grid(Xq, Y, w, As, far_q, badq, want_q, Cq, Zq, Mq, Qq)
     sc = np.exp(Cq)
     funcs = [Zq * sc, (Mq * sc[:, :, None]).reshape(nq, 3 * Hs)]
     if want_q:
@@ -375,15 +381,7 @@ def _grid_sums(X, w, As, Lg: int, want_q: bool, tol_m: float, wsum: float, l_max
     tq_m = max(TOL_Q, tol_m / 100.0)
     Cq, Zq, Mq, Qq, badq = harmonic._expand(Xq, X, w, As, kq, dq, [], wsum, TOL_Q, tq_m, l_max, want_q, False,
                                             degree_rule="adaptive", S=S)
-
-    def put_q(idx, h, res):
-        Cd, Zd, Md, Qd = res
-        Cq[idx, h], Zq[idx, h], Mq[idx, h] = Cd, Zd, Md
-        if want_q:
-            Qq[idx, h] = Qd
-
-    harmonic._recheck(Xq, As, badq, lambda Xs, Ah: direct_scaled(Xs, X, w, Ah, want_q, True), put_q, want_q, TOL_Q,
-                      harmonic.logging.DEBUG, "synthesis")
+    _direct_at_grid(Xq, X, w, As, [], badq, want_q, Cq, Zq, Mq, Qq)
     sc = np.exp(Cq)
     return Xq, Wq, Zq * sc, Mq * sc[:, :, None], (Qq * sc if want_q else None), S
 
