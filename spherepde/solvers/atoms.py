@@ -69,30 +69,59 @@ UPDATE_CELLS = 64
 
 def _direct_few(X, Y, w, A, want_q: bool):
     """(log Z_h, Y_h/Z_h, Q_h/Z_h or None) at targets X (m, d) over sources Y (k, d) with weights w > 0 (k,),
-    summed directly; over a few sources (point masses) by NumPy's log-sum-exp of the exponents
-    x_i^T A_h y_j, one source at a time, which costs less than a kernel made for many sources; else by the
+    summed directly; over a few sources (point masses, k <= 8) by :func:`_few_kernel` (one pass over the targets,
+    log-sum-exp of the exponents x_i^T A_h y_j + log w_j), which costs less than a kernel made for many sources; else by the
     direct kernels of :func:`~spherepde.attention.attention_moments`."""
     k = Y.shape[0]
     if k > 8:
         return attention_moments(X, Y, w, A, want_q=want_q, log=True, summation="direct")
-    m, H = X.shape[0], A.shape[0]
-    B = (A @ Y.T).transpose(0, 2, 1).reshape(H * k, -1)  # row (h, j): A_h y_j
-    s = (X @ B.T).reshape(m, H, k) + np.log(w)
-    c = s[:, :, 0].copy()
-    for j in range(1, k):
-        np.maximum(c, s[:, :, j], out=c)
-    e = np.exp(s - c[..., None])
-    z = e[:, :, 0].copy()
-    for j in range(1, k):
-        z += e[:, :, j]
-    p = e / z[..., None]
-    Qbar = None
-    if want_q:
-        xy2 = (X @ Y.T) ** 2
-        Qbar = p[:, :, 0] * xy2[:, 0, None]
-        for j in range(1, k):
-            Qbar += p[:, :, j] * xy2[:, j, None]
-    return np.log(z) + c, (p.reshape(m * H, k) @ Y).reshape(m, H, -1), Qbar
+    m, H, d = X.shape[0], A.shape[0], X.shape[1]
+    B = np.ascontiguousarray((A @ np.ascontiguousarray(Y, dtype=np.float64).T).transpose(0, 2, 1))  # B[h, j] = A_h y_j
+    logZ = np.empty((m, H))
+    Ybar = np.empty((m, H, d))
+    Qbar = np.empty((m, H) if want_q else (0, 0))
+    _few_kernel(np.ascontiguousarray(X, dtype=np.float64), np.ascontiguousarray(Y, dtype=np.float64), np.log(np.asarray(w, dtype=np.float64)),
+                B, bool(want_q), logZ, Ybar, Qbar)
+    return logZ, Ybar, (Qbar if want_q else None)
+
+
+@njit
+def _few_kernel(X, Y, logw, B, want_q, logZ, Ybar, Qbar):  # pragma: no cover - compiled
+    """The sums of :func:`_direct_few` over k <= 8 sources: s_j = x^T B[h, j] + log w_j, c = max_j s_j,
+    p_j = exp(s_j - c) / sum_j exp(s_j - c); log Z = log sum_j exp(s_j - c) + c, Y/Z = sum_j p_j y_j,
+    Q/Z = sum_j p_j (x^T y_j)^2."""
+    m, d = X.shape
+    H, k = B.shape[0], B.shape[1]
+    s = np.empty(k)
+    for i in range(m):
+        for h in range(H):
+            c = -np.inf
+            for j in range(k):
+                acc = logw[j]
+                for a in range(d):
+                    acc += X[i, a] * B[h, j, a]
+                s[j] = acc
+                if acc > c:
+                    c = acc
+            z = 0.0
+            for j in range(k):
+                s[j] = math.exp(s[j] - c)
+                z += s[j]
+            for a in range(d):
+                Ybar[i, h, a] = 0.0
+            q = 0.0
+            for j in range(k):
+                p = s[j] / z
+                for a in range(d):
+                    Ybar[i, h, a] += p * Y[j, a]
+                if want_q:
+                    xy = 0.0
+                    for a in range(d):
+                        xy += X[i, a] * Y[j, a]
+                    q += p * xy * xy
+            if want_q:
+                Qbar[i, h] = q
+            logZ[i, h] = math.log(z) + c
 
 
 def _log_add(a, b):

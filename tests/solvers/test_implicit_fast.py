@@ -270,20 +270,26 @@ def test_one_full_cell_sum_per_implicit_solve(monkeypatch, share, rel):
         assert r["n_clusters"] == q["n_clusters"]
 
 
-@pytest.mark.parametrize("m,k", [(500, 2), (2, 500), (3, 3)])
-def test_few_point_sums_are_the_direct_sums(m, k):
-    """The NumPy sums over few sources (or at few targets) of the point masses equal the direct kernels."""
+@pytest.mark.parametrize("d", [3, 2])
+@pytest.mark.parametrize("m,k", [(500, 2), (2, 500), (3, 3), (400, 8), (7, 1)])
+def test_few_point_sums_are_the_direct_sums(m, k, d):
+    """The sums over few sources (the compiled kernel, k <= 8) or at few targets of the point masses equal the direct
+    kernels, on the sphere and on the circle, with and without Q."""
     rng = np.random.default_rng(1)
-    X = rng.normal(size=(m, 3))
+    X = rng.normal(size=(m, d))
     X /= np.linalg.norm(X, axis=1)[:, None]
-    Y = rng.normal(size=(k, 3))
+    Y = rng.normal(size=(k, d))
     Y /= np.linalg.norm(Y, axis=1)[:, None]
     w = rng.random(k) + 1e-3
-    A = rng.normal(size=(3, 3, 3)) * 4.0
-    few = atoms_mod._direct_few(X, Y, w, A, True)
-    ref = attention_moments(X, Y, w, A, want_q=True, log=True, summation="direct")
-    for a, b in zip(few, ref):
-        assert np.max(np.abs(a - b)) <= 1e-12 * max(1.0, np.max(np.abs(b)))
+    A = rng.normal(size=(3, d, d)) * 4.0
+    for want_q in (True, False):
+        few = atoms_mod._direct_few(X, Y, w, A, want_q)
+        ref = attention_moments(X, Y, w, A, want_q=want_q, log=True, summation="direct")
+        assert (few[2] is None) == (not want_q)
+        for a, b in zip(few, ref):
+            if a is not None:
+                assert a.shape == b.shape
+                assert np.max(np.abs(a - b)) <= 1e-12 * max(1.0, np.max(np.abs(b)))
 
 
 # ----------------------------------------------------------------- first same as last, one evaluation per step
