@@ -21,7 +21,8 @@ load hits both alike). Returned (JSON-able): wall times, steps, evaluations of t
 simulated time (old wall / new wall; both cover the same T) and over the records after the collapse
 (point masses holding more than half of the mass), the largest relative differences of
 ``energy``, ``G2`` and ``n_clusters`` over the records, and ``target_met`` (ratio >= 5 and every
-difference <= 1e-3, the issue's criterion), and what sets the steps before the collapse (:func:`step_sequence`).
+difference <= 1e-3, the issue's criterion), what the records before the collapse cost (``before_collapse``, with the ratio the whole probe
+cannot exceed however little the steps after it cost), and what sets the steps before the collapse (:func:`step_sequence`).
 ``quick``: T = 1.5 (the collapse at t = 1.24 and a little after).
 """
 
@@ -92,13 +93,14 @@ def _run_both(cfg, path, mesh) -> dict:
     out = {}
     with contextlib.ExitStack() as stack:
         for name, s in solvers.items():
-            out[name] = {"wall_s": 0.0, "segments": [], "counts": stack.enter_context(_counting(s)), "sums0": s.points.n_cell_sums,
+            out[name] = {"wall_s": 0.0, "segments": [], "seg_evaluations": [], "counts": stack.enter_context(_counting(s)), "sums0": s.points.n_cell_sums,
                          "rows": [s.record()]}
         for t in times:
             for name, s in solvers.items():
                 wall = time.perf_counter()
                 _i, _t, row = next(advance_through(s, [t]))
                 out[name]["segments"].append(time.perf_counter() - wall)
+                out[name]["seg_evaluations"].append(out[name]["counts"]["n"])
                 out[name]["wall_s"] += out[name]["segments"][-1]
                 out[name]["rows"].append(row)
     for name, s in solvers.items():
@@ -161,7 +163,8 @@ def bench_implicit(quick: bool, *, T: float | None = None, overrides: dict | Non
     after = [i for i, r in enumerate(old["rows"][1:]) if float(r["atom_mass"]) > 0.5]
     t_after = float(old["rows"][after[0] + 1]["t"]) if after else None
     ratio_after = sum(old["segments"][i] for i in after) / sum(new["segments"][i] for i in after) if after else None
-    strip = ("rows", "segments")
+    before = _before_collapse(cfg, mesh, old, new, after[0] if after else len(new["segments"]))
+    strip = ("rows", "segments", "seg_evaluations")
     return {
         "probe": {**PROBE, "solver.T": T},
         "T": T,
@@ -171,12 +174,37 @@ def bench_implicit(quick: bool, *, T: float | None = None, overrides: dict | Non
         "ratio_per_unit_time": ratio,
         "collapsed_from_t": t_after,
         "ratio_after_collapse": ratio_after,
+        "before_collapse": before,
         "max_rel_diff": diffs,
         "tolerance": TOLERANCE,
         "target_ratio": TARGET_RATIO,
         "target_met": bool(ratio >= TARGET_RATIO and all(d <= TOLERANCE for d in diffs.values())),
         "step_sequence": step_sequence(overrides=overrides),
     }
+
+
+def _before_collapse(cfg, mesh, old: dict, new: dict, n: int) -> dict:
+    """What the records before the collapse (the first ``n`` segments) cost: each route's wall time there, the new
+    route's evaluations there (each sums all cells: no point mass yet), the time of one such evaluation's cell sums
+    (:func:`~spherepde.solvers.head_rates.cell_rates` at the start, median of 5) and their product; and
+    ``ceiling_ratio`` = old wall time (whole probe) / new wall time before the collapse, the most the whole
+    probe's ratio can reach with these steps however little the steps after the collapse cost."""
+    from spherepde.runs.runner import build_weight_path
+    from spherepde.solvers.head_rates import cell_rates
+
+    s = _solver(cfg, build_weight_path(cfg), mesh, False)
+    masses = s.rho * s.geom.areas
+    A, V = s.path.matrices(0.0)
+    walls = []
+    for _ in range(6):
+        wall = time.perf_counter()
+        cell_rates(s, masses, A, V, 0.0, s.path.sigma)
+        walls.append(time.perf_counter() - wall)
+    per_sum = float(np.median(walls[1:]))
+    evals = new["seg_evaluations"][n - 1] if n else 0
+    new_s = sum(new["segments"][:n])
+    return {"records": n, "old_s": sum(old["segments"][:n]), "new_s": new_s, "new_evaluations": int(evals),
+            "s_per_cell_sum": per_sum, "cell_sums_s": evals * per_sum, "ceiling_ratio": old["wall_s"] / new_s if new_s > 0 else None}
 
 
 def bench_example(name: str = "metastable-mesh", *, T: float | None = None, overrides: dict | None = None) -> dict:
@@ -199,8 +227,8 @@ def bench_example(name: str = "metastable-mesh", *, T: float | None = None, over
     n = min(len(merges["old"]), len(merges["new"]))
     return {
         "example": name, "T": cfg.solver.T, "overrides": extra, "records": len(both["old"]["rows"]),
-        "old": {k: v for k, v in both["old"].items() if k not in ("rows", "segments")},
-        "new": {k: v for k, v in both["new"].items() if k not in ("rows", "segments")},
+        "old": {k: v for k, v in both["old"].items() if k not in ("rows", "segments", "seg_evaluations")},
+        "new": {k: v for k, v in both["new"].items() if k not in ("rows", "segments", "seg_evaluations")},
         "ratio_per_unit_time": both["old"]["wall_s"] / both["new"]["wall_s"],
         "merge_times": merges,
         "merge_rel_diff": max((abs(a - b) / abs(a) for a, b in zip(merges["old"][:n], merges["new"][:n])), default=0.0),

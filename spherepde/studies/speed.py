@@ -74,8 +74,18 @@ def _implicit(r: dict) -> dict:
             + (f" ({after:.3g}x after the collapse at t = {r['collapsed_from_t']:g})" if after else ""),
             "target_ratio": r["target_ratio"], "accuracy": {f"{k}_max_rel_diff": v for k, v in r["max_rel_diff"].items()},
             "accuracy_bound": f"{r['tolerance']:g} relative at each of {r['records']} records",
-            "old": "previous route (sparse LU, cell sums for every source): " + side(o), "new": side(n),
+            "old": "previous route (sparse LU, cell sums for every source): " + side(o), "new": side(n) + _ceiling(r),
             "target_met": r["target_met"]}
+
+
+def _ceiling(r: dict) -> str:
+    """The new route's records before the collapse in words, with the ratio the whole probe cannot exceed."""
+    b = r.get("before_collapse")
+    if not b or not b.get("records") or b.get("ceiling_ratio") is None:
+        return ""
+    return (f"; {b['new_s']:.3g} s of it before the collapse ({b['records']} records, {b['new_evaluations']} evaluations, each summing "
+            f"all cells, {1e3 * b['s_per_cell_sum']:.3g} ms per cell sum): at most {b['ceiling_ratio']:.3g}x for the whole probe "
+            "however little the steps after the collapse cost")
 
 
 def _tokens(r: dict) -> dict:
