@@ -47,6 +47,12 @@ def test_the_guide_says_which_targets_are_not_met():
     assert "differs from the per-cell route's by less than 10⁻⁶ relative" in " ".join(MODEL.split())
     assert syn["G2_max_rel_diff_vs_old"] < 1e-6
     assert ("5× at energy, G² and cluster count within 10⁻³ of the previous\nroute, **is not met**" in GUIDE) == (not e["implicit"]["target_met"])
+    # what the records before the collapse bound: the guide names the report's fields, the summary says the ceiling in words
+    b = e["implicit"]["detail"]["before_collapse"]
+    assert "`before_collapse`" in GUIDE and "`ceiling_ratio`" in GUIDE
+    assert abs(b["ceiling_ratio"] - e["implicit"]["detail"]["old"]["wall_s"] / b["new_s"]) <= 1e-9 * b["ceiling_ratio"]
+    assert f"at most {b['ceiling_ratio']:.3g}x for the whole probe" in e["implicit"]["new"]
+    assert b["new_evaluations"] > 0 and 0 < b["new_s"] < e["implicit"]["detail"]["new"]["wall_s"]
     # why the implicit probe's goal is out of reach at its accuracy: what the guide says sets the steps is what was measured
     seq = e["implicit"]["detail"]["step_sequence"]
     from spherepde.studies.bench_implicit import WINDOW_T
