@@ -603,9 +603,11 @@ class WeightPath:
         return k, lam
 
     def _interp(self, arr: np.ndarray, t: float) -> np.ndarray:
+        """arr at t, linearly interpolated; always a new writable array, at a grid point too (a read-only view of the
+        path there would make Numba compile every kernel that takes it a second time, for read-only arrays)."""
         k, lam = self._locate(t)
         if lam == 0.0:
-            return arr[k]
+            return arr[k].copy()
         return (1.0 - lam) * arr[k] + lam * arr[k + 1]
 
     def matrices(self, t: float) -> tuple[np.ndarray, np.ndarray]:

@@ -262,6 +262,15 @@ def test_path_queries():
             p.matrices(bad)
     with pytest.raises(ValueError):
         p.A[0, 0, 0, 0] = 1.0  # read-only
+    # on the grid and between its points alike: new writable arrays (one Numba specialisation per kernel, not one for
+    # read-only views as well), and writing to them leaves the path as it was
+    for t in (0.3, 0.37, 1.0):
+        for arr in (*p.matrices(t), p.drift_at(t)):
+            assert arr.flags.writeable and arr.flags.c_contiguous and arr.base is None
+        A = p.matrices(t)[0]
+        before = A.copy()
+        A[0, 0, 0] += 1.0
+        assert np.array_equal(p.matrices(t)[0], before)
     g = generate_weight_path(OUProcess(), H=1, d=3, T=0.1, dt=0.1, heads="general")
     with pytest.raises(ValueError, match="gradient"):
         _ = g.D
