@@ -19,6 +19,9 @@ times; a time outside the snapshots is refused. Exit status as in
 from __future__ import annotations
 
 import argparse
+import errno
+import os
+from pathlib import Path
 
 from spherepde.cli.common import fail
 
@@ -45,6 +48,34 @@ def _clim(values):
     raise ValueError(f"--clim takes two numbers LO HI or one of {', '.join(CLIM_MODES)}, got {' '.join(values)!r}")
 
 
+def _out_problem(run_dir, out) -> str | None:
+    """Why the figures of ``run_dir`` cannot go to ``out`` (None: RUN_DIR/figures), or None when they can: ``out``
+    inside another run folder (only ``spherepde run`` and ``resume`` write there), a file, or a folder (or the
+    nearest existing folder above it) this process may not write into. Checked before any work."""
+    from spherepde.runs.runfolder import run_folder_above
+
+    dest = Path(out) if out is not None else Path(run_dir) / "figures"
+    if out is not None:
+        inside = run_folder_above(dest.resolve())
+        if inside is not None and inside != Path(run_dir).resolve():
+            return f"--out {out} lies inside the run folder {inside}; only 'spherepde run' and 'resume' write into a run folder -- choose another --out"
+    p = dest
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    if p.exists() and not p.is_dir():
+        return f"--out {dest}: {p} is a file, not a folder -- choose another --out" if p == dest else f"cannot create the output folder {dest}: {p} is a file -- choose another --out"
+    if p.exists() and not os.access(p, os.W_OK | os.X_OK):
+        return f"cannot write into {p} (read-only or no permission) -- choose another --out"
+    return None
+
+
+def _os_error(exc: OSError) -> int:
+    """One line for a failed write of a figure (e.g. a full disk)."""
+    where = f" {exc.filename}" if exc.filename else ""
+    advice = "free some space, or choose another --out" if exc.errno == errno.ENOSPC else "choose another --out"
+    return fail(f"cannot write{where}: {exc.strerror or exc} -- {advice}")
+
+
 def cmd_render(args) -> int:
     from spherepde.viz import render as viz
 
@@ -54,13 +85,17 @@ def cmd_render(args) -> int:
         clim = _clim(args.clim)
     except ValueError as exc:
         return fail(str(exc))
+    problem = None if args.interactive else _out_problem(args.run_dir, args.out)
+    if problem:
+        return fail(problem)
     kw = {
         "clim": clim, "log": args.log, "particles": args.particles, "camera": args.camera, "multiview": args.multiview,
         "window_size": tuple(args.size) if args.size else None, "cmap": args.cmap, "axes": args.axes, "graticule": args.graticule,
         "lighting": args.lighting,
     }
     try:
-        viz._camera(args.camera)  # reject a bad camera before any work
+        viz._camera(args.camera)  # reject a bad camera and image size before any work
+        viz._window(kw["window_size"], args.multiview)
         if args.interactive:
             plotter = viz.interactive_viewer(args.run_dir, **kw)
             plotter.show(title=f"spherepde: {args.run_dir}")
@@ -76,19 +111,35 @@ def cmd_render(args) -> int:
             ))
     except FileExistsError as exc:
         return fail(str(exc).replace(" (force=True)", ""))
-    except (FileNotFoundError, NotADirectoryError, ValueError, RuntimeError, ModuleNotFoundError) as exc:
+    except (FileNotFoundError, NotADirectoryError) as exc:
+        return _os_error(exc) if exc.errno else fail(str(exc))
+    except (ValueError, RuntimeError, ModuleNotFoundError) as exc:
         return fail(" ".join(str(exc).split()))  # one line, also for PyVista's multi-line messages (e.g. a bad --cmap)
+    except OSError as exc:
+        return _os_error(exc)
     _report(written, args.quiet)
     return 0
 
 
 def cmd_plot(args) -> int:
+    from spherepde.runs.compare import CompareError, check_dpi
     from spherepde.viz import plots
 
     try:
-        written = plots.write_figures(args.run_dir, args.out, formats=args.format, times=args.times, projection=args.projection, log=args.log, dpi=args.dpi)
-    except (FileNotFoundError, NotADirectoryError, ValueError) as exc:
+        check_dpi(args.dpi)
+    except CompareError as exc:
         return fail(str(exc))
+    problem = _out_problem(args.run_dir, args.out)
+    if problem:
+        return fail(problem)
+    try:
+        written = plots.write_figures(args.run_dir, args.out, formats=args.format, times=args.times, projection=args.projection, log=args.log, dpi=args.dpi)
+    except (FileNotFoundError, NotADirectoryError) as exc:
+        return _os_error(exc) if exc.errno else fail(str(exc))
+    except ValueError as exc:
+        return fail(str(exc))
+    except OSError as exc:
+        return _os_error(exc)
     _report(written, args.quiet)
     return 0
 

@@ -796,11 +796,12 @@ class RunFolder:
             raise
         self.last_checkpoint_t = meta.get("t")
 
-    def read_checkpoint(self, check=None) -> tuple[dict, dict]:
+    def read_checkpoint(self, check=None, check_meta=None) -> tuple[dict, dict]:
         """(state, meta) of the last usable checkpoint (checkpoint.npz, else checkpoint.prev.npz);
         FileNotFoundError naming both when neither serves. Usable: readable, its values pass
-        :func:`check_state_values` and ``check(state)`` (a ValueError naming the problem otherwise:
-        e.g. the run's own rules, :func:`spherepde.runs.runner.checkpoint_check`)."""
+        :func:`check_state_values`, ``check(state)`` and ``check_meta(state, meta)`` (a ValueError naming the
+        problem otherwise: e.g. the run's own rules, :func:`spherepde.runs.runner.checkpoint_check` and
+        :func:`spherepde.runs.runner.checkpoint_times`)."""
         errors, first = [], ""
         cur, prev = self.checkpoint_paths()
         for p in (cur, prev):
@@ -815,6 +816,8 @@ class RunFolder:
                 check_state_values(state, meta)
                 if check is not None:
                     check(state)
+                if check_meta is not None:
+                    check_meta(state, meta)
                 if errors:  # said only when the previous one serves (else the error below names both)
                     log.warning("checkpoint %s is unreadable or damaged (%s); continuing from the previous one", cur, first)
                 return state, meta

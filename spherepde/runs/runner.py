@@ -50,7 +50,7 @@ from pathlib import Path
 
 import numpy as np
 
-from spherepde._base import __version__, atomic_write_text, one_line
+from spherepde._base import __version__, atomic_write_text, load_arrays, one_line
 from spherepde.model.columns import undefined_without_energy
 from spherepde.model.weights import PROCESSES, WeightPath, process_from_config
 from spherepde.runs import interrupt as _interrupt
@@ -81,7 +81,7 @@ from spherepde.solvers.protocol import advance_through
 
 log = logging.getLogger(__name__)
 
-__all__ = ["MARKER", "LOCK_FILE", "RunExistsError", "RunLockedError", "RunFolderError", "DT_FLOOR", "STEP_GROWTH", "MAX_STEPS", "MIN_STEPS_CHECKED", "MASS_TOL", "checkpoint_check", "RunFailedError", "RunAborted", "NonFiniteDiagnostic", "StepBudgetError", "Interrupted", "RunResult", "build_weight_path", "build_mesh", "build_initial_density", "build_initial_state", "build_initial_tokens", "build_token_start", "build_solver", "default_run_name", "run", "EXTEND_KEYS", "resume"]
+__all__ = ["MARKER", "LOCK_FILE", "RunExistsError", "RunLockedError", "RunFolderError", "DT_FLOOR", "STEP_GROWTH", "MAX_STEPS", "MIN_STEPS_CHECKED", "MASS_TOL", "checkpoint_check", "checkpoint_times", "RunFailedError", "RunAborted", "NonFiniteDiagnostic", "StepBudgetError", "Interrupted", "RunResult", "build_weight_path", "build_mesh", "build_initial_density", "build_initial_state", "build_initial_tokens", "build_token_start", "build_solver", "default_run_name", "run", "EXTEND_KEYS", "resume"]
 
 
 #: Floor on the mesh solver's time step, relative to T: a smaller step fails the run.
@@ -1001,7 +1001,7 @@ def resume(folder, *, progress: bool | None = None, overrides: dict | None = Non
                 raise RunFolderError(f"{folder} has no checkpoint to extend; resume it first (spherepde resume {folder})")
             return _restart(folder, cfg, rf, summary, lock=lock, progress=progress)
         mesh = _saved_mesh(rf, cfg)
-        state, meta = rf.read_checkpoint(check=checkpoint_check(cfg, mesh))
+        state, meta = rf.read_checkpoint(check=checkpoint_check(cfg, mesh), check_meta=checkpoint_times(cfg))
         _check_counts(rf, state, meta)
         try:
             r0 = int(meta["record"])
@@ -1037,6 +1037,7 @@ def resume(folder, *, progress: bool | None = None, overrides: dict | None = Non
         except (KeyError, TypeError, ValueError) as exc:
             raise rf.damaged(f"the checkpoint does not fit the run ({one_line(exc)})") from exc
         keep = _csv_to_keep(rf, cfg, r0)
+        _check_snapshots(rf, cfg, r0)
     except BaseException:
         lock.release()
         raise
@@ -1137,6 +1138,67 @@ def checkpoint_check(cfg: Config, mesh):
             raise ValueError(f"its total mass is {cells + atom_mass:.6g} (cells {cells:.6g}"
                              + (f" + point masses {atom_mass:.6g}" if present else "") + "), not 1")
     return check
+
+
+#: The solvers' clocks in a checkpoint's state (one solver: "t"; ``run.solver = "both"``: the mesh's and the tokens').
+CLOCKS = ("t", "mesh_t", "part_t")
+
+
+def checkpoint_times(cfg: Config):
+    """The run's rules for a checkpoint's times, as ``check(state, meta)`` raising ValueError: its record number r is
+    one of the run's (0 .. the number of records); its time ``meta["t"]`` is that record's time (a checkpoint written
+    at an interruption between records, ``partial``: between record r's time and the next one's), so never beyond T;
+    and the solvers' clocks (:data:`CLOCKS`) are that time (``partial``: within the same interval). A checkpoint whose
+    clock disagrees with its record would continue from the wrong time: it is treated as damaged, so the previous one
+    serves (:meth:`~spherepde.runs.runfolder.RunFolder.read_checkpoint`)."""
+    n = _n_records(cfg)
+    tol = 1e-9 * max(1.0, cfg.solver.T)
+
+    def check(state: dict, meta: dict) -> None:
+        try:
+            r = float(meta["record"])
+        except (KeyError, TypeError, ValueError):
+            return  # not a number: refused by _check_counts, which names it
+        if not (math.isfinite(r) and r >= 0 and r == math.floor(r)):
+            return
+        if r > n:
+            raise ValueError(f"its record number {r:.0f} is beyond the run's last record {n}")
+        r = int(r)
+        lo = _record_time(cfg, r)
+        hi = _record_time(cfg, min(r + 1, n)) if meta.get("partial") else lo
+        t = float(meta.get("t", lo))
+        if not lo - tol <= t <= hi + tol:
+            raise ValueError(f"its time t = {t:.12g} is not that of its record {r} (t = {lo:.12g}" + (f" .. {hi:.12g})" if hi > lo else ")"))
+        for k in CLOCKS:
+            if k in state:
+                c = float(state[k])
+                if not (lo - tol <= c <= hi + tol if meta.get("partial") else abs(c - t) <= tol):
+                    raise ValueError(f"its solver time {k} = {c:.12g} is not its record time t = {t:.12g}")
+
+    return check
+
+
+def _check_snapshots(rf: RunFolder, cfg: Config, r0: int) -> None:
+    """The snapshots a run wrote up to its checkpoint's record r0 (``snapshots/NNNNNN.npz``, one each
+    ``output.snapshot_dt``) are all there and readable, each at its record's time: RunFolderError naming the
+    first that is not. A resume cannot write them again (the states are gone), and without the check a missing
+    one left a gap in snapshots.npz and a damaged one failed the run after all its steps."""
+    every = int(round(cfg.output.snapshot_dt / cfg.output.record_dt))
+    for i in range(r0 // every + 1):
+        f = rf.snapdir / f"{i:06d}.npz"
+        want = _record_time(cfg, i * every)
+        try:
+            with load_arrays(f) as z:
+                t = float(z["t"])
+            problem = None if abs(t - want) <= 1e-9 * max(1.0, cfg.solver.T) else f"holds t = {t:.12g}, not the record's t = {want:.12g}"
+        except FileNotFoundError:
+            problem = "is missing"
+        except (OSError, ValueError, KeyError, TypeError, EOFError, zipfile.BadZipFile) as exc:
+            problem = f"cannot be read ({one_line(str(exc)).removeprefix(f'{f}: ')})"
+        if problem:
+            raise RunFolderError(f"cannot resume {rf.folder}: its snapshot at t = {want:.6g}, snapshots/{f.name}, {problem}; a resume cannot "
+                                 f"write it again -- restore the file, or start the run again with: spherepde run {rf.folder / CONFIG_FILE} "
+                                 f"--out {rf.folder} --force")
 
 
 def _check_counts(rf: RunFolder, state: dict, meta: dict) -> None:

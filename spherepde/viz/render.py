@@ -211,13 +211,17 @@ def _color_limits(clim, log: bool) -> tuple[float, float]:
     return clim
 
 
+#: The largest side of a rendered image in pixels (larger ones exhaust the off-screen renderer's memory).
+MAX_SIDE = 8192
+
+
 def _window(window_size, multiview: bool) -> tuple[int, int]:
-    """The image size in pixels (default 1200 x 600 for two views, 800 x 800 for one); at least 16 x 16."""
+    """The image size in pixels (default 1200 x 600 for two views, 800 x 800 for one); from 16 x 16 to MAX_SIDE x MAX_SIDE."""
     if window_size is None:
         window_size = (1200, 600) if multiview else (800, 800)
     w, h = (int(v) for v in window_size)
-    if w < 16 or h < 16:
-        raise ValueError(f"image size must be at least 16 x 16 pixels, got {w} x {h}")
+    if w < 16 or h < 16 or w > MAX_SIDE or h > MAX_SIDE:
+        raise ValueError(f"image size must be from 16 x 16 to {MAX_SIDE} x {MAX_SIDE} pixels, got {w} x {h}")
     return w, h
 
 

@@ -141,6 +141,46 @@ def test_compare_never_writes_into_a_run_folder(capsys, work):
     refused(capsys, work, "compare", "mesh", "tokens", "--out", "tokens", "--force")
 
 
+# ------------------------------------------------------------------------------ plot and render: where the figures go
+@pytest.mark.parametrize("cmd", ["plot", "render"])
+@pytest.mark.parametrize("out, words", [
+    ("tokens/figs", "lies inside the run folder"),  # was: figures dropped into another run's folder
+    ("afile", "afile is a file, not a folder"),  # was: a traceback (plot) or a bare errno (render)
+    ("afile/sub", "afile is a file"),
+])
+def test_plot_and_render_refuse_an_output_they_cannot_or_may_not_write(capsys, work, cmd, out, words):
+    (work / "afile").write_text("x")
+    line = refused(capsys, work, cmd, "mesh", "--out", out)
+    assert words in line and "choose another --out" in line, line
+
+
+@pytest.mark.parametrize("cmd", ["plot", "render"])
+def test_plot_and_render_name_an_unwritable_output_folder(capsys, work, cmd, monkeypatch):
+    import os
+
+    real = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode, **kw: False if mode & os.W_OK else real(p, mode, **kw))  # a read-only mount
+    line = refused(capsys, work, cmd, "mesh", "--out", "figs")  # was: a traceback ending in OSError: [Errno 30]
+    assert "cannot write into" in line and "read-only or no permission" in line, line
+    line = refused(capsys, work, cmd, "mesh")  # the default, RUN_DIR/figures
+    assert "cannot write into" in line, line
+
+
+@pytest.mark.parametrize("args, words", [
+    (["plot", "mesh", "--dpi", "100000"], "10 to 1200"),  # was: MemoryError: std::bad_alloc
+    (["plot", "mesh", "--dpi", "0"], "10 to 1200"),
+    (["render", "mesh", "--size", "100000", "100000"], "to 8192 x 8192 pixels"),  # was: an abort (exit 134)
+])
+def test_plot_and_render_bound_the_image_size(capsys, work, args, words):
+    line = refused(capsys, work, *args)
+    assert words in line, line
+
+
+def test_plot_into_its_own_run_folder_still_works(capsys, work):
+    code, _, err = cli(capsys, "plot", "mesh", "--out", "mesh/figs2", "-q")
+    assert code == 0 and (work / "mesh" / "figs2" / "energy.png").is_file(), err
+
+
 # ------------------------------------------------------------------------------ validate --set
 @pytest.fixture
 def vwork(tmp_path, monkeypatch):

@@ -10,6 +10,7 @@ import csv
 import errno
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -865,6 +866,10 @@ def _set_both_checkpoints(folder: Path, **state) -> None:
     ({"t": np.nan}, "its time t is nan"),
     ({"rho": -np.ones(80)}, "its density rho holds 80 negative value(s)"),
     ({"rho": np.full(80, np.inf)}, "its array rho holds 80 NaN/inf value(s)"),
+    # a clock that disagrees with the record: was a "completed" resume from the wrong time (t = 3), or a failed one (t = 100)
+    ({"t": 3.0}, "its solver time t = 3 is not its record time"),
+    ({"t": 100.0}, "its solver time t = 100 is not its record time"),
+    ({"t": 0.049}, "its solver time t = 0.049 is not its record time"),
 ])
 def test_resume_refuses_an_impossible_checkpoint_state_before_writing_anything(capsys, tmp_path, state, words):
     folder = mesh_run(capsys, tmp_path / "m")
@@ -886,6 +891,47 @@ def test_an_unusable_checkpoint_with_a_good_previous_one_is_one_warning(capsys, 
     code, _, err = cli(capsys, "resume", folder, "--set", "solver.T=0.1", "-q")
     line = one_line_error(err)  # was a warning line first
     assert code == 2 and "not a complete .npz archive: truncated" in line, line
+
+
+def test_a_checkpoint_whose_clock_disagrees_with_its_record_gives_way_to_the_previous_one(capsys, tmp_path):
+    folder = mesh_run(capsys, tmp_path / "m")
+    twin = tmp_path / "twin"
+    shutil.copytree(folder, twin)
+    with np.load(folder / "checkpoint.npz", allow_pickle=False) as z:
+        arrays = {k: np.array(z[k]) for k in z.files}
+    assert float(arrays["state_t"]) == json.loads(str(arrays["meta"]))["t"] == 0.05
+    arrays["state_t"] = np.float64(0.03)  # the record (5, t = 0.05) untouched
+    np.savez(folder / "checkpoint.npz", **arrays)
+    (twin / "checkpoint.npz").unlink()  # the same run, continued from its previous checkpoint
+    said = []
+    for f in (folder, twin):
+        code, _, err = cli(capsys, "resume", f, "--set", "solver.T=0.1", "-q")
+        assert code == 0, err
+        said.append(err)
+    assert "damaged (its solver time t = 0.03 is not its record time t = 0.05); continuing from the previous one" in said[0], said[0]
+    assert (folder / "diagnostics.csv").read_bytes() == (twin / "diagnostics.csv").read_bytes()
+
+
+def _retime(f: Path):
+    with np.load(f, allow_pickle=False) as z:
+        arrays = {k: np.array(z[k]) for k in z.files}
+    arrays["t"] = np.float64(0.02)
+    np.savez(f, **arrays)
+
+
+@pytest.mark.parametrize("damage, words", [
+    (lambda f: f.unlink(), "snapshots/000001.npz, is missing"),  # was a silent gap in snapshots.npz
+    (lambda f: f.write_bytes(f.read_bytes()[:100]), "snapshots/000001.npz, cannot be read"),  # was a failure after all the steps
+    (_retime, "snapshots/000001.npz, holds t = 0.02, not the record's t = 0.05"),
+])
+def test_resume_refuses_a_missing_or_damaged_snapshot_before_any_step(capsys, tmp_path, damage, words):
+    folder = mesh_run(capsys, tmp_path / "m")
+    damage(folder / "snapshots" / "000001.npz")
+    before = folder_state(folder)
+    code, _, err = cli(capsys, "resume", folder, "--set", "solver.T=0.1", "-q")
+    line = one_line_error(err)
+    assert code == 2 and words in line and "restore the file, or start the run again with" in line, line
+    assert folder_state(folder) == before
 
 
 def test_force_replaces_only_a_folder_with_a_genuine_marker(capsys, tmp_path):
