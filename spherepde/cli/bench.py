@@ -122,7 +122,7 @@ def cmd_speed(args) -> int:
     if args.force and not args.out:
         print("spherepde bench: --force goes with --out FILE", file=sys.stderr)
         return 2
-    report = run_speed(args.quick, progress=None if args.json else (lambda s: print(s, file=sys.stderr)), only=args.only)
+    report = run_speed(args.quick, progress=None if args.json else (lambda s: print(s, file=sys.stderr)), only=args.only, out=args.out)
     if args.json:
         print(json.dumps(report, indent=2))
     else:

@@ -562,7 +562,8 @@ def run_benchmarks(quick: bool = False, progress=None) -> dict:
     x = _points(4)
     attention_moments(x, x, np.ones(len(x)), np.eye(3)[None], want_q=True, summation="fast")
     attention_moments(x, x, np.ones(len(x)), np.eye(3)[None], want_q=False, summation="fast")
-    c = np.ascontiguousarray(x[:, :2] / np.linalg.norm(x[:, :2], axis=1, keepdims=True))
+    theta = np.linspace(0.0, 2.0 * np.pi, 16, endpoint=False)  # points on the circle (the icosphere's poles have no angle)
+    c = np.ascontiguousarray(np.column_stack([np.cos(theta), np.sin(theta)]))
     attention_moments(c, c, np.ones(len(c)), np.eye(2)[None], want_q=True, summation="fast")
     report = {"machine": _machine(), "quick": bool(quick)}
     t0 = time.perf_counter()
@@ -579,7 +580,8 @@ def run_benchmarks(quick: bool = False, progress=None) -> dict:
         "b_errors_le_1e-8": all(r["max_rel_err_Z"] <= TARGETS["b_max_error"] and r["max_err_v"] <= TARGETS["b_max_error"] for r in report["b_fast_vs_direct"]),
         "c_exponent_le_1.2": report["c_mesh_step_scaling"]["exponent"] <= TARGETS["c_exponent"],
         "d_particles_ge_5x": report["d_particles"]["speedup"] >= TARGETS["d_particles_vs_numpy"],
-        "g_circle_ge_10x_and_closer": report["g_circle_vs_lax_friedrichs"]["speedup"] >= TARGETS["g_circle_vs_lax_friedrichs"]
+        # judged at T = 0.5 only: to the quick run's T = 0.1 the density level takes a single step, no cost comparison
+        "g_circle_ge_10x_and_closer": None if quick else report["g_circle_vs_lax_friedrichs"]["speedup"] >= TARGETS["g_circle_vs_lax_friedrichs"]
         and report["g_circle_vs_lax_friedrichs"]["w1_ratio"] <= 1.0,
         "e_T20_path_le_300s_at_20480": next((c["projected_T20_s"]["fused"] <= 300.0 for c in report["e_density_study"]["cases"] if c["cells"] == 20480), None),
     }

@@ -27,6 +27,7 @@ import datetime as _dt
 import importlib
 import os
 import platform
+import shlex
 import time
 
 #: Entries: key, what it measures, ``module:function`` (each ``function(quick) -> dict``).
@@ -36,8 +37,10 @@ ENTRIES = (
     ("tokens", "the metastable token run (400 tokens, T = 1,500)", "spherepde.studies.bench_tokens:bench_tokens"),
 )
 
-#: The command that writes the committed report.
-COMMAND = "spherepde bench --speed --out benchmarks/speed.json"
+#: The command that runs the report (the committed one adds ``--out`` :data:`REPORT_FILE`); the report records the
+#: command as run (:func:`run_speed`).
+COMMAND = "spherepde bench --speed"
+REPORT_FILE = "benchmarks/speed.json"
 
 
 def _call(spec: str, quick: bool) -> dict:
@@ -119,8 +122,9 @@ def summary(key: str, r: dict) -> dict:
     return _SUMMARIES.get(key, _generic)(r)
 
 
-def run_speed(quick: bool = False, progress=None, only=None) -> dict:
-    """Every entry of :data:`ENTRIES` (or those named in ``only``), as a JSON-serialisable dict."""
+def run_speed(quick: bool = False, progress=None, only=None, out=None) -> dict:
+    """Every entry of :data:`ENTRIES` (or those named in ``only``), as a JSON-serialisable dict; its ``command`` is
+    the CLI command that makes it (``out``: the file the CLI writes it to, None: none)."""
     from spherepde.studies.benchmarks import _machine
 
     say = progress or (lambda msg: None)
@@ -129,7 +133,7 @@ def run_speed(quick: bool = False, progress=None, only=None) -> dict:
     if unknown:
         raise ValueError(f"unknown speed entr{'y' if len(unknown) == 1 else 'ies'} {', '.join(unknown)}; choose from {', '.join(keys)}")
     picked = [k for k in keys if not only or k in only]
-    command = COMMAND + (" --quick" if quick else "") + ("" if picked == keys else " --only " + " ".join(picked))
+    command = COMMAND + (f" --out {shlex.quote(str(out))}" if out else "") + (" --quick" if quick else "") + ("" if picked == keys else " --only " + " ".join(picked))
     report = {"command": command, "date": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
               "machine": {**_machine(), "platform": platform.platform()}, "quick": bool(quick), "entries": {}}
     t0 = time.perf_counter()

@@ -64,6 +64,8 @@ def test_cli_refuses_a_folder_and_a_stray_force_before_running(fake_entries, tmp
 
 
 def test_report_names_the_entries_it_ran(fake_entries):
-    assert speed.run_speed(False)["command"] == speed.COMMAND
+    assert speed.run_speed(False)["command"] == speed.COMMAND == "spherepde bench --speed"  # what ran: no --out (it wrote no file)
+    assert speed.run_speed(False, out=speed.REPORT_FILE)["command"] == "spherepde bench --speed --out benchmarks/speed.json"
+    assert speed.run_speed(True, out="my dir/s.json")["command"] == "spherepde bench --speed --out 'my dir/s.json' --quick"
     assert speed.run_speed(True, only=["two"])["command"] == speed.COMMAND + " --quick --only two"
     assert speed.run_speed(False, only=["two", "one", "two"])["command"] == speed.COMMAND  # all of them, in any order
