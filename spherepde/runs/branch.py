@@ -53,8 +53,8 @@ class BranchPoint:
 
     def describe(self) -> str:
         exact = abs(self.time - self.requested_time) <= 1e-9 * max(1.0, abs(self.requested_time))
-        return (f"initial state from run {self.run} at t = {self.time:.6g}"
-                + ("" if exact else f" (the snapshot nearest to the requested t = {self.requested_time:.6g})"))
+        return (f"initial state from run {self.run} at t = {self.time:.6g} (its snapshot {self.index})"
+                + ("" if exact else f", the snapshot nearest to the requested t = {self.requested_time:.6g}"))
 
     def to_dict(self) -> dict:
         return {"run": self.run, "requested_time": self.requested_time, "time": self.time, "snapshot": self.index, "kind": self.kind}

@@ -122,3 +122,19 @@ def test_the_guide_snippet_for_circle_runs_runs(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     exec(compile(code, "results-as-data.md", "exec"), {"sp": sp})  # noqa: S102 - the documented snippet
     assert (tmp_path / "runs" / "circle-demo" / "mesh.npz").is_file()
+
+
+def test_the_guide_snippet_for_nucleation_runs_after_the_example(tmp_path, monkeypatch):
+    """docs/guide/results-as-data.md, "Nucleation on the circle": the snippet runs as written, also where the user
+    ran the example its comment names first (it wrote into the example's folder and stopped: RunExistsError)."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "guide" / "results-as-data.md").read_text(encoding="utf-8")
+    section = text.split("## Nucleation on the circle", 1)[1].split("\n## ", 1)[0]
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    monkeypatch.chdir(tmp_path)
+    example = tmp_path / "runs" / "circle-metastable-mesh"
+    example.mkdir(parents=True)
+    (example / "diagnostics.csv").write_text("t\n0\n")  # the user's own run of the example
+    exec(compile(code, "results-as-data.md", "exec"), {"sp": sp})  # noqa: S102 - the documented snippet
+    assert (example / "diagnostics.csv").read_text() == "t\n0\n"
