@@ -54,6 +54,8 @@ def _out_problem(run_dir, out) -> str | None:
     nearest existing folder above it) this process may not write into. Checked before any work."""
     from spherepde.runs.runfolder import run_folder_above
 
+    if not Path(run_dir).is_dir():
+        return f"run folder {run_dir} " + ("is a file, not a run folder" if Path(run_dir).exists() else "does not exist")
     dest = Path(out) if out is not None else Path(run_dir) / "figures"
     if out is not None:
         inside = run_folder_above(dest.resolve())

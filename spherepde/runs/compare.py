@@ -378,7 +378,7 @@ def _tracks(folders):
     for f, name in zip(folders, names):
         folder = Path(f)
         if not folder.is_dir():
-            raise FileNotFoundError(f"run folder {folder} does not exist")
+            raise FileNotFoundError(f"run folder {folder} " + ("is a file, not a run folder" if folder.exists() else "does not exist"))
         _check_parts(folder)  # before anything of it is read
         kind = run_kind(folder)
         _check_folder(folder, kind)

@@ -981,8 +981,10 @@ def resume(folder, *, progress: bool | None = None, overrides: dict | None = Non
     session0 = time.monotonic()
     folder = Path(folder)
     overrides = dict(overrides or {})
+    if not folder.exists():
+        raise FileNotFoundError(f"run folder {folder} does not exist")
     if not folder.is_dir() or not (folder / CONFIG_FILE).exists():
-        raise FileNotFoundError(f"{folder} is not a spherepde run folder (no config.toml)")
+        raise FileNotFoundError(f"{folder} is not a spherepde run folder ({'a file' if not folder.is_dir() else 'no config.toml'})")
     rf = RunFolder(folder)
     rf.check_layout()
     summary = rf.read_summary()

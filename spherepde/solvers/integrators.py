@@ -219,7 +219,7 @@ def _check_state(ms, rho: np.ndarray, t_end: float) -> None:
     rmin = float(np.min(rho))
     if rmin < -NEGATIVE_TOL * max(rmax, 0.0):
         raise PositivityError(f"the density became negative {where}: min rho = {rmin:.3e} (max {rmax:.3e}); reduce cfl "
-                              f"(now {ms.cfl:g}), use adaptive steps (dt = None), or use order = 1")
+                              f"(now {ms.cfl:g}), use adaptive steps (solver.dt = 0), or use order = 1")
 
 
 def _positive_step(ms, t_end: float, dt: float, t_stop: float) -> float:
@@ -333,7 +333,7 @@ class ExplicitScheme(Stepper):
             raise CFLViolation(
                 f"fixed dt = {ms.dt:.6g} exceeds cfl * bound = {ms.cfl:g} * {bound:.6g} = {allowed:.6g} "
                 f"(order {ms.order}) at t = {ms.t:.6g}, step {ms.step_count}; reduce dt, raise cfl (<= 1) "
-                "or use adaptive steps (dt = None)"
+                "or use adaptive steps (solver.dt = 0)"
             )
         return ms.dt
 

@@ -176,6 +176,19 @@ def test_plot_and_render_bound_the_image_size(capsys, work, args, words):
     assert words in line, line
 
 
+@pytest.mark.parametrize("args, words", [
+    (["plot", "afile"], "run folder afile is a file, not a run folder"),  # was: "does not exist"
+    (["render", "afile"], "run folder afile is a file, not a run folder"),
+    (["compare", "mesh", "afile"], "run folder afile is a file, not a run folder"),
+    (["resume", "afile"], "afile is not a spherepde run folder (a file)"),
+    (["resume", "nowhere"], "run folder nowhere does not exist"),  # was: "is not a spherepde run folder (no config.toml)"
+])
+def test_a_file_or_a_missing_folder_is_named_as_such(capsys, work, args, words):
+    (work / "afile").write_text("x")
+    line = refused(capsys, work, *args)
+    assert words in line, line
+
+
 def test_plot_into_its_own_run_folder_still_works(capsys, work):
     code, _, err = cli(capsys, "plot", "mesh", "--out", "mesh/figs2", "-q")
     assert code == 0 and (work / "mesh" / "figs2" / "energy.png").is_file(), err
