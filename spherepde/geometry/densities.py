@@ -75,7 +75,11 @@ def normalise(mesh, rho) -> np.ndarray:
     if np.any(rho < 0):
         i = int(np.argmin(rho))
         raise ValueError(f"density must be non-negative; {int(np.sum(rho < 0))} cell(s) are negative, e.g. rho[{i}] = {rho[i]:.3e}")
-    m = _mass(mesh, rho)
+    with np.errstate(over="ignore"):
+        m = _mass(mesh, rho)
+    if not np.isfinite(m):  # values near the float limit: their sum overflows; scaled by the largest first
+        rho = rho / float(np.max(rho))
+        m = _mass(mesh, rho)
     if not m > 0:
         raise ValueError("density has zero total mass (all cells are 0); it cannot be normalised to a probability density")
     return rho / m

@@ -188,5 +188,14 @@ def test_normalise_errors():
         dens.normalise(m, np.zeros(m.n_cells))
     with pytest.raises(ValueError, match="expected"):
         dens.normalise(m, good[:-1])
+
+
+def test_normalise_of_values_near_the_float_limit():
+    m = icosphere(3)
+    rng = np.random.default_rng(0)
+    shape = rng.uniform(0.5, 1.0, m.n_cells)
+    got = dens.normalise(m, 1e308 * shape)  # the sum overflows: was 0 everywhere, then "zero mass"
+    np.testing.assert_allclose(got, dens.normalise(m, shape), rtol=1e-14)
+    assert _mass(m, got) == pytest.approx(1.0, rel=1e-14)
     with pytest.raises(ValueError, match="weights"):
         dens.vmf_mixture(m, [[1, 0, 0]], [1.0], [-1.0])
