@@ -264,7 +264,7 @@ def test_run_example_and_monte_carlo(capsys, tmp_path):
 
 def test_resume_errors(capsys, tmp_path):
     code, _, err = cli(capsys, "resume", tmp_path / "nothing-here")
-    assert code == 2 and "not a spherepde run folder" in one_line_error(err)
+    assert code == 2 and "run folder " in one_line_error(err) and "nothing-here does not exist" in one_line_error(err)
 
 
 # -------------------------------------------------------------------------------- mesh
