@@ -249,7 +249,7 @@ def test_no_usable_checkpoint(tmp_path, monkeypatch):
     prev.write_bytes(prev.read_bytes()[:100])
     with pytest.raises(FileNotFoundError, match="no usable checkpoint"):
         runner.resume(folder, progress=False)
-    with pytest.raises(FileNotFoundError, match="not a spherepde run folder"):
+    with pytest.raises(FileNotFoundError, match="nowhere does not exist"):
         runner.resume(tmp_path / "nowhere", progress=False)
 
 
