@@ -1142,6 +1142,11 @@ def checkpoint_check(cfg: Config, mesh):
     return check
 
 
+def _time_tol(cfg: Config) -> float:
+    """How far a stored time may lie from the record time it belongs to (round-off of the step sums)."""
+    return 1e-9 * max(1.0, cfg.solver.T)
+
+
 #: The solvers' clocks in a checkpoint's state (one solver: "t"; ``run.solver = "both"``: the mesh's and the tokens').
 CLOCKS = ("t", "mesh_t", "part_t")
 
@@ -1154,7 +1159,7 @@ def checkpoint_times(cfg: Config):
     clock disagrees with its record would continue from the wrong time: it is treated as damaged, so the previous one
     serves (:meth:`~spherepde.runs.runfolder.RunFolder.read_checkpoint`)."""
     n = _n_records(cfg)
-    tol = 1e-9 * max(1.0, cfg.solver.T)
+    tol = _time_tol(cfg)
 
     def check(state: dict, meta: dict) -> None:
         try:
@@ -1171,10 +1176,10 @@ def checkpoint_times(cfg: Config):
         t = float(meta.get("t", lo))
         if not lo - tol <= t <= hi + tol:
             raise ValueError(f"its time t = {t:.12g} is not that of its record {r} (t = {lo:.12g}" + (f" .. {hi:.12g})" if hi > lo else ")"))
-        for k in CLOCKS:
+        for k in CLOCKS:  # at a record lo = hi: the record's time
             if k in state:
                 c = float(state[k])
-                if not (lo - tol <= c <= hi + tol if meta.get("partial") else abs(c - t) <= tol):
+                if not lo - tol <= c <= hi + tol:
                     raise ValueError(f"its solver time {k} = {c:.12g} is not its record time t = {t:.12g}")
 
     return check
@@ -1192,7 +1197,7 @@ def _check_snapshots(rf: RunFolder, cfg: Config, r0: int) -> None:
         try:
             with load_arrays(f) as z:
                 t = float(z["t"])
-            problem = None if abs(t - want) <= 1e-9 * max(1.0, cfg.solver.T) else f"holds t = {t:.12g}, not the record's t = {want:.12g}"
+            problem = None if abs(t - want) <= _time_tol(cfg) else f"holds t = {t:.12g}, not the record's t = {want:.12g}"
         except FileNotFoundError:
             problem = "is missing"
         except (OSError, ValueError, KeyError, TypeError, EOFError, zipfile.BadZipFile) as exc:
